@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs, from Debian packages, everything Nightjar needs to build, run and test.
+# Idempotent: when every package is already present it changes nothing and makes no
+# network request. Fails loudly (non-zero, naming the packages) when it cannot install.
+set -euo pipefail
+
+packages=(
+  g++ cmake make pkg-config           # toolchain
+  libsqlite3-dev                      # runner: the job store
+  libyaml-cpp-dev                     # jobs: spec parsing
+  libspdlog-dev                       # logging (all layers)
+  nlohmann-json3-dev                  # JSON: configs, headers, --output json
+  libcli11-dev                        # command line
+  libxxhash-dev                       # checksums and fingerprints
+  catch2                              # unit tests (v2)
+  python3 python3-numpy               # tests/reference: the independent numpy model
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing: ${missing[*]}"
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+  else
+    echo "install-deps: ERROR: need root (or sudo) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+if ! "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"; then
+  # The package lists may be stale or absent on a fresh machine: refresh once and retry.
+  "${sudo[@]}" apt-get update || { echo "install-deps: ERROR: apt-get update failed" >&2; exit 1; }
+  "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" || {
+    echo "install-deps: ERROR: could not install: ${missing[*]}" >&2
+    exit 1
+  }
+fi
+
+for p in "${missing[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    echo "install-deps: ERROR: $p is still not installed" >&2
+    exit 1
+  fi
+done
+echo "install-deps: done"

@@ -1,0 +1,121 @@
+// POSIX implementation of RandomAccessFile (pread, optionally O_DIRECT).
+#include "engine/io/file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace nj {
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+class PosixRandomAccessFile final : public RandomAccessFile {
+ public:
+  PosixRandomAccessFile(std::string path, int fd, uint64_t size, bool direct)
+      : path_(std::move(path)), fd_(fd), size_(size), direct_(direct) {}
+  ~PosixRandomAccessFile() override { ::close(fd_); }
+
+  Status read_at(uint64_t offset, void* dst, size_t n) override {
+    auto* out = static_cast<uint8_t*>(dst);
+    size_t done = 0;
+    while (done < n) {
+      ssize_t r = ::pread(fd_, out + done, n - done, static_cast<off_t>(offset + done));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return io_error(path_ + ": read of " + std::to_string(n) + " bytes at offset " +
+                        std::to_string(offset) + " failed: " + errno_text(errno));
+      }
+      if (r == 0) {
+        return io_error(path_ + ": short read at offset " + std::to_string(offset + done) +
+                        " (wanted " + std::to_string(n) + " bytes from offset " +
+                        std::to_string(offset) + ", file is " + std::to_string(size_) +
+                        " bytes)");
+      }
+      done += static_cast<size_t>(r);
+    }
+    return Status();
+  }
+
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+  bool direct() const override { return direct_; }
+
+ private:
+  std::string path_;
+  int fd_;
+  uint64_t size_;
+  bool direct_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RandomAccessFile>> open_random_access(const std::string& path,
+                                                             IoMode mode) {
+  int flags = O_RDONLY | O_CLOEXEC;
+  bool direct = mode != IoMode::kBuffered;
+  int fd = ::open(path.c_str(), flags | (direct ? O_DIRECT : 0));
+  if (fd < 0 && direct && errno == EINVAL && mode == IoMode::kPreferDirect) {
+    direct = false;
+    fd = ::open(path.c_str(), flags);
+  }
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) return not_found(path + ": no such file");
+    if (err == EINVAL && direct) return io_error(path + ": the filesystem refuses O_DIRECT");
+    return io_error(path + ": cannot open: " + errno_text(err));
+  }
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return io_error(path + ": cannot stat: " + errno_text(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return invalid_argument(path + ": not a regular file");
+  }
+  return std::unique_ptr<RandomAccessFile>(
+      new PosixRandomAccessFile(path, fd, static_cast<uint64_t>(st.st_size), direct));
+}
+
+Result<std::string> read_small_file(const std::string& path, size_t max_bytes) {
+  NJ_ASSIGN_OR_RETURN(auto file, open_random_access(path, IoMode::kBuffered));
+  if (file->size() > max_bytes)
+    return invalid_argument(path + ": file is " + std::to_string(file->size()) +
+                            " bytes, more than the " + std::to_string(max_bytes) + " expected");
+  std::string text(file->size(), '\0');
+  NJ_RETURN_IF_ERROR(file->read_at(0, text.data(), text.size()));
+  return text;
+}
+
+AlignedBuffer::AlignedBuffer(size_t n) : n_(n) {
+  if (n == 0) return;
+  p_ = static_cast<uint8_t*>(std::aligned_alloc(kDirectAlign, align_up(n, kDirectAlign)));
+  if (!p_) throw std::bad_alloc();
+}
+
+AlignedBuffer::~AlignedBuffer() { std::free(p_); }
+
+AlignedBuffer::AlignedBuffer(AlignedBuffer&& o) noexcept : p_(o.p_), n_(o.n_) {
+  o.p_ = nullptr;
+  o.n_ = 0;
+}
+
+AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
+  if (this != &o) {
+    std::free(p_);
+    p_ = o.p_;
+    n_ = o.n_;
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  return *this;
+}
+
+}  // namespace nj

@@ -1,0 +1,52 @@
+// Facts about the machine: memory, free disk, peak RSS, and a memory-bandwidth probe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "engine/util/status.h"
+
+namespace nj {
+
+struct MemoryInfo {
+  uint64_t total_bytes = 0;
+  uint64_t available_bytes = 0;  // MemAvailable: what can be used without swapping
+};
+
+// From /proc/meminfo. IOError if it cannot be read.
+Result<MemoryInfo> memory_info();
+
+// Finds "<key>: <n> kB" in the text of a /proc file (meminfo, self/status) and returns
+// n * 1024; nullopt when the key is absent or its value is not a number.
+std::optional<uint64_t> parse_proc_kb(std::string_view text, std::string_view key);
+
+// Parses the text of /proc/meminfo. InvalidArgument when MemTotal is missing.
+Result<MemoryInfo> parse_meminfo(std::string_view text);
+
+struct DiskSpace {
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;  // available to an unprivileged user
+};
+
+// statvfs on `dir`. NotFound / IOError naming the directory.
+Result<DiskSpace> disk_space(const std::string& dir);
+
+// Peak resident set size of this process so far (VmHWM), in bytes; 0 if unknown.
+uint64_t peak_rss_bytes();
+// Current resident set size (VmRSS), in bytes; 0 if unknown.
+uint64_t current_rss_bytes();
+
+// Streams through a buffer of `bytes` on `threads` threads (static split, summing words)
+// and returns the median read bandwidth over `repeats` passes in GB/s. The comparison
+// figure for memory-bound kernels.
+double measure_memory_read_gbps(uint64_t bytes, int threads, int repeats = 5);
+
+// Number of online CPUs.
+int cpu_count();
+
+// Model name from /proc/cpuinfo, or "unknown".
+std::string cpu_model_name();
+
+}  // namespace nj

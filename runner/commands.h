@@ -1,0 +1,16 @@
+// Each command lives in its own runner/cmd_*.cpp and exposes one registration function
+// that adds its subcommand and options to the app and records how to run it.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "runner/cli.h"
+
+namespace nj::runner {
+
+using CommandTable = std::vector<std::pair<CLI::App*, CommandFn>>;
+
+void add_doctor_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+
+}  // namespace nj::runner
