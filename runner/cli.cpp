@@ -39,6 +39,8 @@ int run_cli(int argc, char** argv) {
 
   CommandTable table;
   add_doctor_command(app, global, table);
+  add_generate_command(app, global, table);
+  add_logits_command(app, global, table);
 
   try {
     app.parse(argc, argv);

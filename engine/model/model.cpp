@@ -1,0 +1,42 @@
+// Model::open: config → index → layout → weights.
+#include "engine/model/model.h"
+
+#include <sstream>
+
+#include <xxhash.h>
+
+#include "engine/model/resident_source.h"
+
+namespace nj {
+
+std::string canonical_config_text(const ModelConfig& c) {
+  std::ostringstream o;
+  o.precision(9);
+  o << "hidden=" << c.hidden << ";layers=" << c.layers << ";vocab=" << c.vocab << ";eps=" << c.rms_eps
+    << ";tie=" << c.tie_word_embeddings << ";map=";
+  for (auto k : c.attention) o << (k == AttentionKind::kMla ? 'M' : 'K');
+  o << ";kda=" << c.kda_heads << "x" << c.kda_head_dim << ",conv" << c.conv_kernel << ",glb"
+    << c.has_gate_lower_bound << ":" << c.gate_lower_bound << ";mla=" << c.heads << ",q" << c.q_lora_rank << ",kv"
+    << c.kv_lora_rank << "," << c.qk_nope << "/" << c.qk_rope << "/" << c.v_head_dim << ",gate" << c.mla_output_gate
+    << ";moe=" << c.num_experts << "/" << c.top_k << ",sh" << c.num_shared << ",lat" << c.latent << ",mi"
+    << c.moe_inter << ",di" << c.dense_inter << ",fkd" << c.first_k_dense << ",rs" << c.routed_scaling << ",rn"
+    << c.renormalize << ",ln" << c.latent_norm << ";arb=" << c.attn_res_block_size << ";situ=" << c.situ_beta
+    << "/" << c.situ_linear_beta << ";mxfp4=" << c.mxfp4_experts;
+  return o.str();
+}
+
+Result<std::unique_ptr<Model>> Model::open(const std::string& dir, const ModelOptions& options) {
+  std::unique_ptr<Model> m(new Model());
+  m->dir_ = dir;
+  NJ_ASSIGN_OR_RETURN(m->config_, load_model_config(dir));
+  NJ_ASSIGN_OR_RETURN(CheckpointIndex index, CheckpointIndex::open(dir, options.index_threads));
+  m->index_ = std::make_unique<CheckpointIndex>(std::move(index));
+  NJ_ASSIGN_OR_RETURN(ModelLayout layout, ModelLayout::build(m->config_, *m->index_));
+  m->layout_ = std::make_unique<ModelLayout>(std::move(layout));
+  NJ_ASSIGN_OR_RETURN(m->source_, ResidentSource::open(*m->index_, *m->layout_));
+  const std::string text = canonical_config_text(m->config_);
+  m->fingerprint_ = XXH3_64bits(text.data(), text.size()) ^ m->index_->layout_fingerprint();
+  return m;
+}
+
+}  // namespace nj

@@ -1,0 +1,48 @@
+// An opened K3 model directory: config, tensor index, validated layout and a weight source.
+// Immutable once open; sessions share it (one session computes at a time, see Session).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/model/checkpoint_index.h"
+#include "engine/model/config.h"
+#include "engine/model/layout.h"
+#include "engine/model/weight_source.h"
+
+namespace nj {
+
+struct ModelOptions {
+  int index_threads = 0;  // threads parsing shard headers; 0 = all cores
+};
+
+class Model {
+ public:
+  // Opens `dir` and reads every weight into RAM. Errors name the file and tensor or key.
+  static Result<std::unique_ptr<Model>> open(const std::string& dir, const ModelOptions& options = {});
+
+  const std::string& dir() const { return dir_; }
+  const ModelConfig& config() const { return config_; }
+  const CheckpointIndex& index() const { return *index_; }
+  const ModelLayout& layout() const { return *layout_; }
+  WeightSource& weights() { return *source_; }
+
+  // Identifies the weights: a hash of the parsed config and of every tensor's name, dtype
+  // and shape. A state checkpoint records it so it is never restored into another model.
+  uint64_t fingerprint() const { return fingerprint_; }
+
+ private:
+  Model() = default;
+  std::string dir_;
+  ModelConfig config_;
+  std::unique_ptr<CheckpointIndex> index_;
+  std::unique_ptr<ModelLayout> layout_;
+  std::unique_ptr<WeightSource> source_;
+  uint64_t fingerprint_ = 0;
+};
+
+// The config fields that define the computation, as canonical text (hashed by fingerprint).
+std::string canonical_config_text(const ModelConfig& c);
+
+}  // namespace nj

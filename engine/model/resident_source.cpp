@@ -1,0 +1,81 @@
+// ResidentSource: everything read once, views built once.
+#include "engine/model/resident_source.h"
+
+#include <algorithm>
+
+#include "engine/model/dtype.h"
+
+namespace nj {
+
+Status read_unit(std::span<const std::unique_ptr<RandomAccessFile>> files, const UnitLayout& unit,
+                 uint8_t* buffer) {
+  for (const Extent& e : unit.extents)
+    NJ_RETURN_IF_ERROR(files[e.file]->read_at(e.file_offset, buffer + e.buffer_offset, e.length));
+  return Status();
+}
+
+Result<std::unique_ptr<ResidentSource>> ResidentSource::open(const CheckpointIndex& index,
+                                                             const ModelLayout& layout) {
+  std::unique_ptr<ResidentSource> src(new ResidentSource(layout));
+  std::vector<std::unique_ptr<RandomAccessFile>> files;
+  for (const auto& f : index.files()) {
+    NJ_ASSIGN_OR_RETURN(auto file, open_random_access(f.path, IoMode::kBuffered));
+    files.push_back(std::move(file));
+  }
+  const ModelConfig& c = layout.config();
+  auto load = [&](const UnitLayout& unit) -> Result<const uint8_t*> {
+    AlignedBuffer buf(unit.buffer_bytes);
+    NJ_RETURN_IF_ERROR(read_unit(files, unit, buf.data()));
+    src->buffers_.push_back(std::move(buf));
+    return src->buffers_.back().data();
+  };
+  src->experts_.resize(static_cast<size_t>(c.layers));
+  for (int l = 0; l < c.layers; ++l) {
+    const LayerLayout& ll = layout.layer(l);
+    NJ_ASSIGN_OR_RETURN(const uint8_t* bytes, load(ll.unit));
+    src->layers_.push_back(std::make_shared<LayerWeights>(materialize_layer(c, ll, bytes)));
+    src->stats_.trunk_bytes_read += ll.unit.tensor_bytes;
+    if (ll.is_dense) continue;
+    for (int e = 0; e < c.num_experts; ++e) {
+      const ExpertLayout& el = layout.expert(l, e);
+      NJ_ASSIGN_OR_RETURN(const uint8_t* eb, load(el.unit));
+      src->experts_[static_cast<size_t>(l)].push_back(std::make_shared<ExpertWeights>(materialize_expert(el, eb)));
+      src->stats_.expert_bytes_read += el.unit.tensor_bytes;
+    }
+  }
+  NJ_ASSIGN_OR_RETURN(const uint8_t* hb, load(layout.head().unit));
+  src->head_ = std::make_shared<HeadWeights>(materialize_head(c, layout.head(), hb));
+  src->stats_.head_bytes_read += layout.head().unit.tensor_bytes;
+
+  const TensorSlot& emb = layout.embedding();
+  std::vector<uint8_t> raw(emb.info->nbytes);
+  NJ_RETURN_IF_ERROR(files[emb.info->file]->read_at(emb.info->offset, raw.data(), raw.size()));
+  src->embedding_.resize(static_cast<size_t>(c.vocab) * static_cast<size_t>(c.hidden));
+  widen_to_f32(emb.info->dtype, raw.data(), src->embedding_.size(), src->embedding_.data());
+  src->stats_.embedding_bytes_read += emb.info->nbytes;
+  return src;
+}
+
+Result<std::shared_ptr<const LayerWeights>> ResidentSource::layer(int l) {
+  return layers_[static_cast<size_t>(l)];
+}
+
+Result<std::shared_ptr<const ExpertWeights>> ResidentSource::expert(int l, int e) {
+  return experts_[static_cast<size_t>(l)][static_cast<size_t>(e)];
+}
+
+Result<std::shared_ptr<const HeadWeights>> ResidentSource::head() { return head_; }
+
+Status ResidentSource::embed(std::span<const int32_t> ids, float* out) {
+  const ModelConfig& c = layout_.config();
+  const size_t hid = static_cast<size_t>(c.hidden);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= c.vocab)
+      return invalid_argument("token id " + std::to_string(ids[i]) + " is outside the vocabulary (0.." +
+                              std::to_string(c.vocab - 1) + ")");
+    std::copy_n(&embedding_[static_cast<size_t>(ids[i]) * hid], hid, out + i * hid);
+  }
+  return Status();
+}
+
+}  // namespace nj

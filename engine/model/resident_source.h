@@ -1,0 +1,43 @@
+// A WeightSource that reads the whole checkpoint into RAM when it opens: the behaviour
+// without a memory budget, and the reference the streaming source must equal.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/io/file.h"
+#include "engine/model/weight_source.h"
+
+namespace nj {
+
+// Reads one unit's extents from `files` into `buffer` (at least unit.buffer_bytes).
+Status read_unit(std::span<const std::unique_ptr<RandomAccessFile>> files, const UnitLayout& unit,
+                 uint8_t* buffer);
+
+class ResidentSource final : public WeightSource {
+ public:
+  // Opens the checkpoint's files and reads every unit. `layout` must outlive the source.
+  static Result<std::unique_ptr<ResidentSource>> open(const CheckpointIndex& index,
+                                                      const ModelLayout& layout);
+
+  const ModelLayout& layout() const override { return layout_; }
+  Result<std::shared_ptr<const LayerWeights>> layer(int l) override;
+  Result<std::shared_ptr<const ExpertWeights>> expert(int l, int e) override;
+  Result<std::shared_ptr<const HeadWeights>> head() override;
+  Status embed(std::span<const int32_t> ids, float* out) override;
+  WeightStats stats() const override { return stats_; }
+
+ private:
+  explicit ResidentSource(const ModelLayout& layout) : layout_(layout) {}
+
+  const ModelLayout& layout_;
+  std::vector<AlignedBuffer> buffers_;  // every unit's bytes
+  std::vector<std::shared_ptr<const LayerWeights>> layers_;
+  std::vector<std::vector<std::shared_ptr<const ExpertWeights>>> experts_;
+  std::shared_ptr<const HeadWeights> head_;
+  std::vector<float> embedding_;  // [vocab][hidden] F32
+  WeightStats stats_;
+};
+
+}  // namespace nj

@@ -1,0 +1,121 @@
+// Kernel dispatch, the threaded matmul, and the small single-vector kernels.
+#include "engine/ops/kernels.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "engine/util/status.h"
+
+namespace nj::ops {
+
+namespace scalar { const KernelTable& table(); }
+namespace avx2 { const KernelTable& table(); }
+namespace avx512 { const KernelTable& table(); }
+
+const KernelTable& kernel_table(SimdLevel level) {
+  NJ_CHECK_MSG(level <= detect_simd_level(), "kernel table for a SIMD level this CPU lacks");
+  switch (level) {
+    case SimdLevel::kAvx512: return avx512::table();
+    case SimdLevel::kAvx2: return avx2::table();
+    case SimdLevel::kScalar: break;
+  }
+  return scalar::table();
+}
+
+const KernelTable& kernels() { return kernel_table(active_simd_level()); }
+
+void mxfp4_arrange_x(const float* x, int n, float* out) {
+  for (int b = 0; b < n / 32; ++b) {
+    const float* xb = x + 32 * b;
+    float* ob = out + 32 * b;
+    for (int j = 0; j < 16; ++j) {
+      ob[j] = xb[2 * j];
+      ob[16 + j] = xb[2 * j + 1];
+    }
+  }
+}
+
+void matmul(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys) {
+  const KernelTable& k = kernels();
+  if (W.rows == 0 || T == 0) return;
+  const float* Xin = X;
+  size_t xin_stride = xs;
+  // MXFP4 rows read their activations per block as evens then odds; arrange them once.
+  thread_local std::vector<float> arranged;
+  if (W.format == MatFormat::kMxfp4) {
+    NJ_CHECK(W.cols % 32 == 0);
+    arranged.resize(static_cast<size_t>(T) * static_cast<size_t>(W.cols));
+    for (int t = 0; t < T; ++t)
+      mxfp4_arrange_x(X + static_cast<size_t>(t) * xs, W.cols,
+                      arranged.data() + static_cast<size_t>(t) * static_cast<size_t>(W.cols));
+    Xin = arranged.data();
+    xin_stride = static_cast<size_t>(W.cols);
+  }
+  // Small products are not worth waking the thread team.
+  const double work = static_cast<double>(W.rows) * W.cols * T;
+  const int threads = work < 65536.0 ? 1 : std::min(omp_get_max_threads(), (W.rows + 3) / 4);
+  if (threads <= 1) {
+    k.matmul_rows(W, Xin, T, xin_stride, Y, ys, 0, W.rows);
+    return;
+  }
+  // Static split into 4-row-aligned ranges; each row is computed by exactly one thread.
+#pragma omp parallel num_threads(threads)
+  {
+    const int n = omp_get_num_threads();
+    const int id = omp_get_thread_num();
+    const int groups = (W.rows + 3) / 4;
+    const int g0 = static_cast<int>(static_cast<int64_t>(groups) * id / n);
+    const int g1 = static_cast<int>(static_cast<int64_t>(groups) * (id + 1) / n);
+    const int r0 = std::min(W.rows, 4 * g0), r1 = std::min(W.rows, 4 * g1);
+    if (r0 < r1) k.matmul_rows(W, Xin, T, xin_stride, Y, ys, r0, r1);
+  }
+}
+
+float dot(const float* a, const float* b, int n) { return kernels().dot(a, b, n); }
+
+void rmsnorm(const float* x, const float* w, int n, float eps, float* y) {
+  const float ss = dot(x, x, n);
+  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (int i = 0; i < n; ++i) y[i] = w[i] * (x[i] * inv);
+}
+
+void l2norm(float* x, int n, float eps) {
+  const float inv = 1.0f / std::sqrt(dot(x, x, n) + eps);
+  for (int i = 0; i < n; ++i) x[i] = x[i] * inv;
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+void situ_glu(const float* g, const float* u, int n, float beta, float lin_beta, float* y) {
+  for (int i = 0; i < n; ++i) {
+    const float a = beta * std::tanh(g[i] / beta) * sigmoid(g[i]);
+    const float b = lin_beta * std::tanh(u[i] / lin_beta);
+    y[i] = a * b;
+  }
+}
+
+void silu_inplace(float* x, int n) {
+  for (int i = 0; i < n; ++i) x[i] = x[i] * sigmoid(x[i]);
+}
+
+void sigmoid_inplace(float* x, int n) {
+  for (int i = 0; i < n; ++i) x[i] = sigmoid(x[i]);
+}
+
+void softmax_inplace(float* x, int n) {
+  float m = x[0];
+  for (int i = 1; i < n; ++i) m = std::max(m, x[i]);
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    sum += x[i];
+  }
+  for (int i = 0; i < n; ++i) x[i] = x[i] / sum;
+}
+
+void axpy(float a, const float* x, float* y, int n) { kernels().axpy(a, x, y, n); }
+
+}  // namespace nj::ops

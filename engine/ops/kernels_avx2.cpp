@@ -1,0 +1,182 @@
+// AVX2 + FMA + F16C kernels. Compiled with -mavx2 -mfma -mf16c for this file only and
+// selected at run time. The 16 canonical lanes of kernels.h are two ymm registers (lanes
+// 0-7 and 8-15); tails and the final tree run through the shared generic code, so results
+// equal the scalar table bit for bit.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "engine/ops/kernels.h"
+#include "engine/util/status.h"
+
+namespace nj::ops::avx2 {
+namespace {
+#include "engine/ops/kernels_generic.inc"
+
+template <MatFormat F>
+inline __m256 load8(const uint8_t* row, int i) {
+  if constexpr (F == MatFormat::kF32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  } else if constexpr (F == MatFormat::kBF16) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * static_cast<size_t>(i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  } else {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * static_cast<size_t>(i)));
+    return _mm256_cvtph_ps(h);
+  }
+}
+
+template <MatFormat F>
+float load_one(const uint8_t* p) {
+  if constexpr (F == MatFormat::kF32) return load_f32(p);
+  else if constexpr (F == MatFormat::kBF16) return load_bf16(p);
+  else return load_f16(p);
+}
+
+template <MatFormat F, int R>
+inline void dense_rows(const uint8_t* const* rows, const float* x, int n, float* out) {
+  constexpr size_t kElem = F == MatFormat::kF32 ? 4 : 2;
+  const int nv = n / 16 * 16;
+  __m256 lo[R], hi[R];
+  for (int k = 0; k < R; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
+  for (int i = 0; i < nv; i += 16) {
+    const __m256 x0 = _mm256_loadu_ps(x + i);
+    const __m256 x1 = _mm256_loadu_ps(x + i + 8);
+    for (int k = 0; k < R; ++k) {
+      lo[k] = _mm256_fmadd_ps(load8<F>(rows[k], i), x0, lo[k]);
+      hi[k] = _mm256_fmadd_ps(load8<F>(rows[k], i + 8), x1, hi[k]);
+    }
+  }
+  for (int k = 0; k < R; ++k) {
+    alignas(32) float s[16];
+    _mm256_store_ps(s, lo[k]);
+    _mm256_store_ps(s + 8, hi[k]);
+    dot_lanes(rows[k], kElem, x, nv, n, s, load_one<F>);
+    out[k] = reduce16(s);
+  }
+}
+
+// E2M1 magnitude table (codes 0-7); bit 3 of a code is the sign.
+inline __m256 e2m1_decode(__m256i nib, __m256 lut8) {
+  const __m256 mag = _mm256_permutevar8x32_ps(lut8, nib);  // uses the low 3 bits
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(nib, _mm256_set1_epi32(8)), 28);
+  return _mm256_xor_ps(mag, _mm256_castsi256_ps(sign));
+}
+
+template <int R>
+inline void mxfp4_rows(const uint8_t* const* rows, const uint8_t* const* scales, const float* xa,
+                       int nblocks, float* out) {
+  const __m256 lut8 = _mm256_loadu_ps(kE2M1);
+  const __m256i low4 = _mm256_set1_epi32(15);
+  __m256 lo[R], hi[R];
+  for (int k = 0; k < R; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
+  for (int b = 0; b < nblocks; ++b) {
+    const float* xe = xa + 32 * static_cast<size_t>(b);
+    const __m256 xe0 = _mm256_loadu_ps(xe), xe1 = _mm256_loadu_ps(xe + 8);
+    const __m256 xo0 = _mm256_loadu_ps(xe + 16), xo1 = _mm256_loadu_ps(xe + 24);
+    for (int k = 0; k < R; ++k) {
+      const uint8_t sc = scales[k][b];
+      if (sc == kE8M0Zero) continue;
+      const uint8_t* p = rows[k] + 16 * static_cast<size_t>(b);
+      const __m256i v0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+      const __m256i v1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)));
+      const __m256 f = _mm256_set1_ps(e8m0_scale(sc));
+      __m256 t0 = _mm256_mul_ps(e2m1_decode(_mm256_and_si256(v0, low4), lut8), xe0);
+      __m256 t1 = _mm256_mul_ps(e2m1_decode(_mm256_and_si256(v1, low4), lut8), xe1);
+      t0 = _mm256_fmadd_ps(e2m1_decode(_mm256_srli_epi32(v0, 4), lut8), xo0, t0);
+      t1 = _mm256_fmadd_ps(e2m1_decode(_mm256_srli_epi32(v1, 4), lut8), xo1, t1);
+      lo[k] = _mm256_fmadd_ps(t0, f, lo[k]);
+      hi[k] = _mm256_fmadd_ps(t1, f, hi[k]);
+    }
+  }
+  for (int k = 0; k < R; ++k) {
+    alignas(32) float s[16];
+    _mm256_store_ps(s, lo[k]);
+    _mm256_store_ps(s + 8, hi[k]);
+    out[k] = reduce16(s);
+  }
+}
+
+template <MatFormat F>
+void matmul_rows_dense(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys,
+                       int r0, int r1) {
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  const size_t rb = W.row_bytes();
+  int r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    const uint8_t* rows[4] = {base + rb * static_cast<size_t>(r), base + rb * static_cast<size_t>(r + 1),
+                              base + rb * static_cast<size_t>(r + 2), base + rb * static_cast<size_t>(r + 3)};
+    for (int t = 0; t < T; ++t) {
+      float out[4];
+      dense_rows<F, 4>(rows, X + static_cast<size_t>(t) * xs, W.cols, out);
+      for (int k = 0; k < 4; ++k) Y[static_cast<size_t>(t) * ys + static_cast<size_t>(r + k)] = out[k];
+    }
+  }
+  for (; r < r1; ++r) {
+    const uint8_t* rows[1] = {base + rb * static_cast<size_t>(r)};
+    for (int t = 0; t < T; ++t)
+      dense_rows<F, 1>(rows, X + static_cast<size_t>(t) * xs, W.cols,
+                       &Y[static_cast<size_t>(t) * ys + static_cast<size_t>(r)]);
+  }
+}
+
+void matmul_rows_mxfp4(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys,
+                       int r0, int r1) {
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  const size_t rb = W.row_bytes();
+  const int nb = W.cols / 32;
+  auto row = [&](int r) { return base + rb * static_cast<size_t>(r); };
+  auto srow = [&](int r) { return W.scales + static_cast<size_t>(nb) * static_cast<size_t>(r); };
+  int r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    const uint8_t* rows[4] = {row(r), row(r + 1), row(r + 2), row(r + 3)};
+    const uint8_t* scs[4] = {srow(r), srow(r + 1), srow(r + 2), srow(r + 3)};
+    for (int t = 0; t < T; ++t) {
+      float out[4];
+      mxfp4_rows<4>(rows, scs, X + static_cast<size_t>(t) * xs, nb, out);
+      for (int k = 0; k < 4; ++k) Y[static_cast<size_t>(t) * ys + static_cast<size_t>(r + k)] = out[k];
+    }
+  }
+  for (; r < r1; ++r) {
+    const uint8_t* rows[1] = {row(r)};
+    const uint8_t* scs[1] = {srow(r)};
+    for (int t = 0; t < T; ++t)
+      mxfp4_rows<1>(rows, scs, X + static_cast<size_t>(t) * xs, nb,
+                    &Y[static_cast<size_t>(t) * ys + static_cast<size_t>(r)]);
+  }
+}
+
+void matmul_rows(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys, int r0,
+                 int r1) {
+  switch (W.format) {
+    case MatFormat::kF32: return matmul_rows_dense<MatFormat::kF32>(W, X, T, xs, Y, ys, r0, r1);
+    case MatFormat::kBF16: return matmul_rows_dense<MatFormat::kBF16>(W, X, T, xs, Y, ys, r0, r1);
+    case MatFormat::kF16: return matmul_rows_dense<MatFormat::kF16>(W, X, T, xs, Y, ys, r0, r1);
+    case MatFormat::kMxfp4: return matmul_rows_mxfp4(W, X, T, xs, Y, ys, r0, r1);
+  }
+}
+
+float dot(const float* a, const float* b, int n) {
+  const int nv = n / 16 * 16;
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  for (int i = 0; i < nv; i += 16) {
+    lo = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), lo);
+    hi = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), hi);
+  }
+  alignas(32) float s[16];
+  _mm256_store_ps(s, lo);
+  _mm256_store_ps(s + 8, hi);
+  for (int j = 0; nv + j < n; ++j) s[j] = std::fma(a[nv + j], b[nv + j], s[j]);
+  return reduce16(s);
+}
+
+}  // namespace
+
+const KernelTable& table() {
+  static const KernelTable t{SimdLevel::kAvx2, matmul_rows, dot, generic_matvec_t,
+                             generic_kda_head, generic_axpy};
+  return t;
+}
+
+}  // namespace nj::ops::avx2

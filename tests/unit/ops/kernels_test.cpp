@@ -1,0 +1,251 @@
+// Kernels: every SIMD level equals the scalar reference bit for bit, the scalar reference
+// equals exact (double) arithmetic within rounding, and thread count changes nothing.
+#include "engine/ops/kernels.h"
+
+#include <omp.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace nj::ops {
+namespace {
+
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  uint64_t next() {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  }
+  float uniform() { return static_cast<float>(next() >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f; }
+};
+
+std::vector<SimdLevel> levels() {
+  std::vector<SimdLevel> out = {SimdLevel::kScalar};
+  if (detect_simd_level() >= SimdLevel::kAvx2) out.push_back(SimdLevel::kAvx2);
+  if (detect_simd_level() >= SimdLevel::kAvx512) out.push_back(SimdLevel::kAvx512);
+  return out;
+}
+
+uint32_t bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+// A random matrix in `format` plus its exact values as doubles.
+struct TestMatrix {
+  MatRef ref;
+  std::vector<uint8_t> data, scales;
+  std::vector<double> exact;  // [rows][cols]
+};
+
+TestMatrix make_matrix(MatFormat f, int rows, int cols, Rng& rng) {
+  TestMatrix m;
+  m.ref.format = f;
+  m.ref.rows = rows;
+  m.ref.cols = cols;
+  m.exact.resize(static_cast<size_t>(rows) * cols);
+  m.data.resize(m.ref.row_bytes() * static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      const size_t i = static_cast<size_t>(r) * cols + c;
+      float v = rng.uniform();
+      if (f == MatFormat::kF32) {
+        std::memcpy(&m.data[4 * i], &v, 4);
+        m.exact[i] = v;
+      } else if (f == MatFormat::kBF16) {
+        uint16_t h = f32_to_bf16(v);
+        std::memcpy(&m.data[2 * i], &h, 2);
+        m.exact[i] = bf16_to_f32(h);
+      } else if (f == MatFormat::kF16) {
+        // Random F16 bit patterns in the normal range (exponent 1..29), incl. some subnormals.
+        uint16_t h = static_cast<uint16_t>((rng.next() & 0x83FF) | ((rng.next() % 30) << 10));
+        std::memcpy(&m.data[2 * i], &h, 2);
+        m.exact[i] = f16_to_f32(h);
+      }
+    }
+  }
+  if (f == MatFormat::kMxfp4) {
+    const int nb = cols / 32;
+    m.scales.resize(static_cast<size_t>(rows) * nb);
+    for (auto& b : m.data) b = static_cast<uint8_t>(rng.next());
+    for (auto& s : m.scales) {
+      uint64_t r = rng.next() % 16;
+      s = r == 0 ? kE8M0Zero : static_cast<uint8_t>(120 + r);  // some "zero" blocks
+    }
+    m.scales[0] = 0;  // the subnormal 2^-127 scale
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) {
+        uint8_t byte = m.data[static_cast<size_t>(r) * (cols / 2) + c / 2];
+        uint8_t code = c % 2 ? byte >> 4 : byte & 15;
+        uint8_t s = m.scales[static_cast<size_t>(r) * nb + c / 32];
+        m.exact[static_cast<size_t>(r) * cols + c] =
+            s == kE8M0Zero ? 0.0 : static_cast<double>(kE2M1[code]) * std::ldexp(1.0, s - 127);
+      }
+    m.ref.scales = m.scales.data();
+  }
+  m.ref.data = m.data.data();
+  return m;
+}
+
+std::vector<float> random_vec(size_t n, Rng& rng) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = rng.uniform();
+  return v;
+}
+
+TEST_CASE("matmul equals the scalar reference bit for bit on every SIMD level", "[engine][ops]") {
+  Rng rng(7);
+  for (MatFormat f : {MatFormat::kF32, MatFormat::kBF16, MatFormat::kF16, MatFormat::kMxfp4}) {
+    for (int cols : {1, 15, 16, 17, 64, 100, 128, 1031}) {
+      if (f == MatFormat::kMxfp4) cols = std::max(32, cols / 32 * 32);
+      for (int rows : {1, 3, 4, 9}) {
+        for (int T : {1, 3}) {
+          TestMatrix m = make_matrix(f, rows, cols, rng);
+          auto X = random_vec(static_cast<size_t>(T) * cols, rng);
+          std::vector<float> Xa = X;
+          if (f == MatFormat::kMxfp4)
+            for (int t = 0; t < T; ++t) mxfp4_arrange_x(&X[static_cast<size_t>(t) * cols], cols, &Xa[static_cast<size_t>(t) * cols]);
+          std::vector<float> ref(static_cast<size_t>(T) * rows);
+          kernel_table(SimdLevel::kScalar).matmul_rows(m.ref, Xa.data(), T, cols, ref.data(), rows, 0, rows);
+          for (SimdLevel level : levels()) {
+            std::vector<float> y(ref.size(), -1.0f);
+            kernel_table(level).matmul_rows(m.ref, Xa.data(), T, cols, y.data(), rows, 0, rows);
+            INFO(mat_format_name(f) << " " << rows << "x" << cols << " T=" << T << " level " << simd_level_name(level));
+            for (size_t i = 0; i < y.size(); ++i) REQUIRE(bits(y[i]) == bits(ref[i]));
+          }
+          // The reference is exact arithmetic up to float rounding of the partial sums.
+          for (int t = 0; t < T; ++t)
+            for (int r = 0; r < rows; ++r) {
+              double e = 0, mag = 0;
+              for (int c = 0; c < cols; ++c) {
+                double p = m.exact[static_cast<size_t>(r) * cols + c] * X[static_cast<size_t>(t) * cols + c];
+                e += p;
+                mag += std::fabs(p);
+              }
+              INFO(mat_format_name(f) << " " << rows << "x" << cols);
+              REQUIRE(std::fabs(ref[static_cast<size_t>(t) * rows + r] - e) <= 1e-6 * mag + 1e-30);
+            }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("MXFP4 blocks with scale code 255 contribute exactly zero", "[engine][ops]") {
+  std::vector<uint8_t> packed(16, 0x77);  // every element 6.0
+  std::vector<uint8_t> scales = {kE8M0Zero};
+  MatRef W{MatFormat::kMxfp4, 1, 32, packed.data(), scales.data()};
+  std::vector<float> x(32, 1.0f), xa(32), y(1, 5.0f);
+  mxfp4_arrange_x(x.data(), 32, xa.data());
+  for (SimdLevel level : levels()) {
+    kernel_table(level).matmul_rows(W, xa.data(), 1, 32, y.data(), 1, 0, 1);
+    CHECK(y[0] == 0.0f);
+  }
+  scales[0] = 127;  // scale 1: 32 x 6
+  for (SimdLevel level : levels()) {
+    kernel_table(level).matmul_rows(W, xa.data(), 1, 32, y.data(), 1, 0, 1);
+    CHECK(y[0] == 192.0f);
+  }
+}
+
+TEST_CASE("matmul gives the same bits with 1 and 2 threads", "[engine][ops]") {
+  Rng rng(11);
+  for (MatFormat f : {MatFormat::kBF16, MatFormat::kMxfp4}) {
+    TestMatrix m = make_matrix(f, 517, 256, rng);
+    auto X = random_vec(2 * 256, rng);
+    std::vector<float> y1(2 * 517), y2(2 * 517);
+    omp_set_num_threads(1);
+    matmul(m.ref, X.data(), 2, 256, y1.data(), 517);
+    omp_set_num_threads(2);
+    matmul(m.ref, X.data(), 2, 256, y2.data(), 517);
+    for (size_t i = 0; i < y1.size(); ++i) REQUIRE(bits(y1[i]) == bits(y2[i]));
+  }
+}
+
+TEST_CASE("dot and matvec_t follow the canonical order on every level", "[engine][ops]") {
+  Rng rng(3);
+  for (int n : {1, 7, 16, 33, 512, 577}) {
+    auto a = random_vec(static_cast<size_t>(n), rng), b = random_vec(static_cast<size_t>(n), rng);
+    float ref = kernel_table(SimdLevel::kScalar).dot(a.data(), b.data(), n);
+    double exact = 0;
+    for (int i = 0; i < n; ++i) exact += static_cast<double>(a[i]) * b[i];
+    CHECK(std::fabs(ref - exact) < 1e-5);
+    for (SimdLevel level : levels()) REQUIRE(bits(kernel_table(level).dot(a.data(), b.data(), n)) == bits(ref));
+  }
+  TestMatrix m = make_matrix(MatFormat::kBF16, 24, 40, rng);
+  auto x = random_vec(24, rng);
+  std::vector<float> ref(40), y(40);
+  kernel_table(SimdLevel::kScalar).matvec_t(m.ref, x.data(), ref.data());
+  for (int c = 0; c < 40; ++c) {
+    double e = 0;
+    for (int d = 0; d < 24; ++d) e += m.exact[static_cast<size_t>(d) * 40 + c] * x[static_cast<size_t>(d)];
+    CHECK(std::fabs(ref[static_cast<size_t>(c)] - e) < 1e-5);
+  }
+  for (SimdLevel level : levels()) {
+    kernel_table(level).matvec_t(m.ref, x.data(), y.data());
+    for (int c = 0; c < 40; ++c) REQUIRE(bits(y[static_cast<size_t>(c)]) == bits(ref[static_cast<size_t>(c)]));
+  }
+}
+
+TEST_CASE("the KDA head recurrence matches exact arithmetic and every level", "[engine][ops][kda]") {
+  Rng rng(5);
+  const int T = 6, D = 16;
+  auto q = random_vec(T * D, rng), k = random_vec(T * D, rng), v = random_vec(T * D, rng);
+  std::vector<float> alpha(T * D), beta(T);
+  for (auto& a : alpha) a = 0.5f + 0.5f * std::fabs(rng.uniform());
+  for (auto& b : beta) b = std::fabs(rng.uniform());
+  // Exact: S_t = diag(alpha) S; u = Sᵀk; S += k (beta (v − u))ᵀ; o = Sᵀ q.
+  std::vector<double> S(D * D, 0.0), o_exact(T * D);
+  for (int t = 0; t < T; ++t) {
+    for (int i = 0; i < D; ++i)
+      for (int j = 0; j < D; ++j) S[i * D + j] *= alpha[t * D + i];
+    std::vector<double> u(D, 0.0);
+    for (int i = 0; i < D; ++i)
+      for (int j = 0; j < D; ++j) u[j] += S[i * D + j] * k[t * D + i];
+    for (int i = 0; i < D; ++i)
+      for (int j = 0; j < D; ++j) S[i * D + j] += k[t * D + i] * beta[t] * (v[t * D + j] - u[j]);
+    for (int j = 0; j < D; ++j) {
+      double s = 0;
+      for (int i = 0; i < D; ++i) s += S[i * D + j] * q[t * D + i];
+      o_exact[t * D + j] = s;
+    }
+  }
+  std::vector<float> ref_o(T * D), ref_S(D * D, 0.0f), u(D), delta(D);
+  kernel_table(SimdLevel::kScalar).kda_head(T, D, q.data(), k.data(), v.data(), alpha.data(), beta.data(), D, 1,
+                                            ref_S.data(), ref_o.data(), u.data(), delta.data());
+  for (int i = 0; i < T * D; ++i) CHECK(std::fabs(ref_o[i] - o_exact[i]) < 1e-4);
+  for (SimdLevel level : levels()) {
+    std::vector<float> o(T * D), Sl(D * D, 0.0f);
+    kernel_table(level).kda_head(T, D, q.data(), k.data(), v.data(), alpha.data(), beta.data(), D, 1,
+                                 Sl.data(), o.data(), u.data(), delta.data());
+    for (int i = 0; i < T * D; ++i) REQUIRE(bits(o[i]) == bits(ref_o[i]));
+    for (int i = 0; i < D * D; ++i) REQUIRE(bits(Sl[i]) == bits(ref_S[i]));
+  }
+}
+
+TEST_CASE("rmsnorm, l2norm, softmax and SiTU match their formulas", "[engine][ops]") {
+  std::vector<float> x = {1, -2, 3, -4}, w = {1, 0.5f, 2, 1}, y(4);
+  rmsnorm(x.data(), w.data(), 4, 1e-5f, y.data());
+  const double inv = 1.0 / std::sqrt((1 + 4 + 9 + 16) / 4.0 + 1e-5);
+  for (int i = 0; i < 4; ++i) CHECK(y[i] == Approx(w[i] * x[i] * inv).epsilon(1e-6));
+  std::vector<float> z = {3, 4};
+  l2norm(z.data(), 2, 1e-6f);
+  CHECK(z[0] == Approx(0.6).epsilon(1e-6));
+  std::vector<float> s = {1, 2, 3};
+  softmax_inplace(s.data(), 3);
+  CHECK(s[0] + s[1] + s[2] == Approx(1.0));
+  CHECK(s[2] == Approx(std::exp(3.0) / (std::exp(1.0) + std::exp(2.0) + std::exp(3.0))));
+  float g = 2.0f, u = 30.0f, out;
+  situ_glu(&g, &u, 1, 4.0f, 25.0f, &out);
+  const double a = 4 * std::tanh(0.5) / (1 + std::exp(-2.0)), b = 25 * std::tanh(30.0 / 25);
+  CHECK(out == Approx(a * b).epsilon(1e-6));
+}
+
+}  // namespace
+}  // namespace nj::ops
