@@ -4,6 +4,8 @@ Everything is computed for a whole sequence at once, shape [T, ...] with T posit
 only the KDA recurrence (section 4) is a scan over t. Weights are widened exactly to
 float64 when first used and cached. Matrices are [out][in] and applied as y = x @ W.T.
 """
+import collections
+
 import numpy as np
 
 from .checkpoint import Checkpoint, HEAD
@@ -77,27 +79,32 @@ def top2_margins(logits):
 class K3Model:
     """Reference K3 model over a Checkpoint (or a model directory path)."""
 
-    def __init__(self, ckpt):
+    def __init__(self, ckpt, expert_cache_bytes=4 << 30, dtype=np.float64):
+        """dtype=np.float32 runs the same code in single precision: not the reference, only a
+        stand-in for an fp32 engine when measuring how robust a model's argmax/routing is."""
         self.ckpt = ckpt if isinstance(ckpt, Checkpoint) else Checkpoint(ckpt)
         self.cfg = self.ckpt.config
         self.eps = float(self.cfg.rms_norm_eps)
         self._cache = {}
-        self._expert_cache = {}
+        self._expert_cache = collections.OrderedDict()   # (layer, e) -> (W1, W2, W3), FIFO
+        self._expert_cache_bytes = 0
+        self.expert_cache_limit = expert_cache_bytes
         self.stats = None
+        self.dtype = dtype
 
     # weights ---------------------------------------------------------------
     def w(self, suffix):
         """`language_model.model.<suffix>` as float64, cached."""
         t = self._cache.get(suffix)
         if t is None:
-            t = self._cache[suffix] = self.ckpt.model(suffix)
+            t = self._cache[suffix] = self.ckpt.model(suffix).astype(self.dtype)
         return t
 
     def lm_head(self):
         t = self._cache.get(HEAD)
         if t is None:
             if self.ckpt.has(HEAD):
-                t = self.ckpt.tensor(HEAD)
+                t = self.ckpt.tensor(HEAD).astype(self.dtype)
             elif self.cfg.tie_word_embeddings:
                 t = self.w("embed_tokens.weight")
             else:
@@ -110,8 +117,12 @@ class K3Model:
         key = (layer, e)
         t = self._expert_cache.get(key)
         if t is None:
-            t = tuple(self.ckpt.expert_matrix(layer, e, w) for w in ("w1", "w2", "w3"))
+            t = tuple(self.ckpt.expert_matrix(layer, e, w).astype(self.dtype) for w in ("w1", "w2", "w3"))
             self._expert_cache[key] = t
+            self._expert_cache_bytes += sum(m.nbytes for m in t)
+            while self._expert_cache_bytes > self.expert_cache_limit and len(self._expert_cache) > 1:
+                _, old = self._expert_cache.popitem(last=False)
+                self._expert_cache_bytes -= sum(m.nbytes for m in old)
         return t
 
     # section 4 ---------------------------------------------------------------
@@ -141,8 +152,8 @@ class K3Model:
             g = -a[None, :, None] * np.logaddexp(0.0, z)
         alpha = np.exp(g)                                             # [T, H, D]
         q = q * D ** -0.5
-        S = np.zeros((H, D, D))          # per head, row = key channel, column = value channel
-        o = np.empty((T, H, D))
+        S = np.zeros((H, D, D), dtype=x.dtype)          # per head, row = key channel, column = value channel
+        o = np.empty((T, H, D), dtype=x.dtype)
         for t in range(T):
             S = alpha[t][:, :, None] * S                              # decay the rows
             u = np.einsum("hkv,hk->hv", S, k[t])                      # u = S^T k

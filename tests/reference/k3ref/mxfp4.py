@@ -40,15 +40,21 @@ def block_scales(scale):
     return np.where(s == SCALE_NAN, 0.0, val)
 
 
+# byte -> (value of the low nibble, value of the high nibble): decodes two codes at once
+_PAIR = np.stack([E2M1[np.arange(256) & 0x0F], E2M1[np.arange(256) >> 4]], axis=1)  # [256, 2]
+
+
 def dequantize(packed, scale):
-    """weight_packed [out][in/2], weight_scale [out][in/32] -> float64 [out][in], exact."""
-    codes = unpack_codes(packed)
-    out_dim, in_dim = codes.shape
-    if scale.shape != (out_dim, in_dim // GROUP) or in_dim % GROUP:
+    """weight_packed [out][in/2], weight_scale [out][in/32] -> float64 [out][in], exact.
+
+    w[r][i] = E2M1[nibble i] * 2^(scale[r][i/32] - 127), and 0 for blocks with scale 255.
+    """
+    packed = np.asarray(packed, dtype=np.uint8)
+    out_dim, in_dim = packed.shape[0], packed.shape[1] * 2
+    if in_dim % GROUP or scale.shape != (out_dim, in_dim // GROUP):
         raise ValueError("MXFP4 shapes disagree: packed %s, scale %s" % (packed.shape, scale.shape))
-    vals = E2M1[codes]                                   # [out][in]
-    sc = np.repeat(block_scales(scale), GROUP, axis=1)   # [out][in]
-    return vals * sc
+    vals = _PAIR[packed].reshape(out_dim, in_dim // GROUP, GROUP)   # element 2j low, 2j+1 high
+    return (vals * block_scales(scale)[:, :, None]).reshape(out_dim, in_dim)
 
 
 def matvec_blocked(packed, scale, x):

@@ -91,7 +91,6 @@ class SafetensorsFile:
                 raise SafetensorsError("%s: tensor %s: offsets [%d, %d) do not match shape %s %s "
                                        "in a data section of %d bytes" % (path, name, b, end, shape, dt, data_len))
             self.entries[name] = (dt, tuple(shape), b, end)
-        self._map = None
 
     def names(self):
         return list(self.entries)
@@ -102,11 +101,15 @@ class SafetensorsFile:
         return dt, shape
 
     def raw(self, name):
-        """The tensor as stored (BF16 as uint16 bits, U8 as uint8), shaped."""
+        """The tensor as stored (BF16 as uint16 bits, U8 as uint8), shaped; read with pread."""
         dt, shape, b, end = self.entries[name]
-        if self._map is None:
-            self._map = np.memmap(self.path, dtype=np.uint8, mode="r")
-        buf = self._map[self.data_start + b:self.data_start + end]
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            buf = os.pread(fd, end - b, self.data_start + b)
+        finally:
+            os.close(fd)
+        if len(buf) != end - b:
+            raise SafetensorsError("%s: short read of tensor %s" % (self.path, name))
         return np.frombuffer(buf, dtype=DTYPES[dt][0]).reshape(shape)
 
     def get(self, name):
