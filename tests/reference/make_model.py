@@ -451,14 +451,16 @@ def prepare_dir(out, force):
     os.makedirs(out, exist_ok=True)
 
 
-def write_tokenizer(out):
-    """Calls tests/reference/k3_tokenizer_gen.write_tokenizer(out_dir) -> total vocab size."""
+def tokenizer_module():
+    """tests/reference/k3_tokenizer_gen.py (another engineer's), imported lazily: its
+    write_tokenizer(out_dir) writes tiktoken.model + tokenizer_config.json and returns the
+    total vocabulary size (BPE ranks + 256 specials)."""
     try:
-        import k3_tokenizer_gen  # noqa: lazily: written by another engineer
+        import k3_tokenizer_gen  # noqa
     except ImportError as e:
         sys.exit("make_model: --tokenizer needs tests/reference/k3_tokenizer_gen.py "
                  "(write_tokenizer(out_dir) -> vocab size), which is not available: %s" % e)
-    return int(k3_tokenizer_gen.write_tokenizer(out))
+    return k3_tokenizer_gen
 
 
 def write_model(spec, out, seed=1, shard_bytes=2 * GIB, config_form="nested", header_align=8,
@@ -466,10 +468,10 @@ def write_model(spec, out, seed=1, shard_bytes=2 * GIB, config_form="nested", he
     """Generate the checkpoint into `out`. Returns a summary dict."""
     t0 = time.time()
     validate(spec)
+    tok = tokenizer_module() if spec.tokenizer else None
     prepare_dir(out, force)
-    if spec.tokenizer:
-        v = write_tokenizer(out)
-        spec = replace(spec, vocab=v)
+    if tok:
+        spec = replace(spec, vocab=int(tok.write_tokenizer(out)))
     g = Gen(seed, spec)
     units = plan_units(spec, g)
     shards = assign_shards(units, shard_bytes)

@@ -65,5 +65,5 @@ def matvec_blocked(packed, scale, x):
     codes = unpack_codes(packed)
     out_dim, in_dim = codes.shape
     blocks = E2M1[codes].reshape(out_dim, in_dim // GROUP, GROUP)
-    partial = blocks @ np.asarray(x, dtype=np.float64).reshape(in_dim // GROUP, GROUP, 1)
-    return (partial[..., 0] * block_scales(scale)).sum(axis=1)
+    partial = np.einsum("obg,bg->ob", blocks, np.asarray(x, dtype=np.float64).reshape(-1, GROUP))
+    return (partial * block_scales(scale)).sum(axis=1)                 # [out]
