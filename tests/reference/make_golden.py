@@ -102,6 +102,20 @@ def build(name, root, log=print):
            st["min_route_gap"], st["route_ties"]))
 
 
+def first_line_diff(a, b):
+    """For text files: where they first differ (line number and the two lines, shortened)."""
+    if not a.endswith(".json"):
+        return ""
+    with open(a) as fa, open(b) as fb:
+        la, lb = fa.read().splitlines(), fb.read().splitlines()
+    for i, (x, y) in enumerate(zip(la, lb)):
+        if x != y:
+            j = next((k for k, (c, d) in enumerate(zip(x, y)) if c != d), min(len(x), len(y)))
+            lo = max(0, j - 40)
+            return " at line %d: committed ...%s... regenerated ...%s..." % (i + 1, x[lo:j + 40], y[lo:j + 40])
+    return " (line count %d vs %d)" % (len(la), len(lb))
+
+
 def compare_trees(want_root, got_root):
     """First difference between two fixture trees (relative path and reason), or None."""
     for name in sorted(FIXTURES):
@@ -113,7 +127,8 @@ def compare_trees(want_root, got_root):
             return name, "file lists differ: %s vs regenerated %s" % (wf, gf)
         for fn in wf:
             if not filecmp.cmp(os.path.join(w, fn), os.path.join(g, fn), shallow=False):
-                return os.path.join(name, fn), "content differs"
+                return os.path.join(name, fn), "content differs" + first_line_diff(
+                    os.path.join(w, fn), os.path.join(g, fn))
     extra = sorted(set(os.listdir(want_root)) - set(FIXTURES) - {"README.md"}) if os.path.isdir(want_root) else []
     if extra:
         return extra[0], "not produced by make_golden.py"

@@ -29,6 +29,7 @@ import math
 import os
 import re
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, fields, replace
 from typing import Callable, List, Tuple
@@ -135,15 +136,15 @@ PRESETS = {
 PRESET_NOTES = {
     "tiny": "the conformance tiny shape: hidden 128, 13 layers KKKMKKKMKKKMM, vocab 256, 8 experts "
             "top-2, latent 64, moe_inter 64, dense 96, block 3; MXFP4 experts, A_log padded to D, "
-            "1/32 of MXFP4 blocks with scale 255, a designed router tie (expert 7 copies 6); ~3.7 MB",
+            "1/32 of MXFP4 blocks with scale 255, a designed router tie (expert 7 copies 6); 3.8 MB",
     "tiny-bf16": "tiny with unquantized BF16 experts (same values as tiny's dequantized MXFP4)",
     "tiny-f32": "tiny with everything F32 (like the f32 oracle)",
     "small": "hidden 512, 12 layers, vocab 4096, 64 experts top-4, latent 256, moe_inter 512, "
-             "MXFP4; every mechanism; ~250 MB",
+             "MXFP4; every mechanism; 232 MB",
     "demo": "hidden 256, 13 layers, 16 experts top-2, MXFP4; decodes fast on 2 cores; writes the "
             "tokenizer by default (vocab = the tokenizer's size; --no-tokenizer for vocab 4096)",
     "k3-mini": "K3-shaped for disk-streaming benchmarks: hidden 1024, 24 layers, 512 experts top-8 "
-               "(~4%% of parameters active per token), MXFP4, vocab 32768, ~5.4 GB in 2 GiB shards",
+               "(4.3% of parameters active per token), MXFP4, vocab 32768, 5.6 GB in 3 shards of <= 2 GiB",
 }
 
 
@@ -536,15 +537,18 @@ def validate(s):
 # ----------------------------------------------------------------------------- CLI
 
 def build_parser():
-    presets = "\n".join("  %-10s %s" % (k, PRESET_NOTES[k]) for k in PRESETS)
+    presets = "\n".join(textwrap.fill(PRESET_NOTES[k], 100, initial_indent="  %-11s" % k,
+                                       subsequent_indent=" " * 13, break_on_hyphens=False)
+                        for k in PRESETS)
+    tail = textwrap.fill("Explicit dimensions override the preset's; without --preset every dimension is "
+                         "required. --full-attn-layers defaults to the K3 pattern (one-based multiples "
+                         "of 4, plus the last layer) when --layers is given without it.", 100,
+                         break_on_hyphens=False)
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="presets:\n" + presets + "\n\nExplicit dimensions override the preset's; without "
-               "--preset every dimension is required. --full-attn-layers defaults to the K3 "
-               "pattern (one-based multiples of 4, plus the last layer) when --layers is given "
-               "without it.\nExample: /usr/bin/python3 tests/reference/make_model.py --out "
-               "/tmp/tiny --preset tiny --seed 1")
+        epilog="presets:\n" + presets + "\n\n" + tail + "\n\nexample:\n  /usr/bin/python3 "
+               "tests/reference/make_model.py --out /tmp/tiny --preset tiny --seed 1")
     ap.add_argument("--out", required=True, help="output directory (created)")
     ap.add_argument("--preset", choices=sorted(PRESETS))
     ap.add_argument("--seed", type=int, default=1, help="PRNG seed (default 1)")

@@ -438,6 +438,49 @@ class ModelTest(TempDir):
         self.assertTrue(os.path.exists(os.path.join(d, "keep.txt")))
 
 
+class TokenizerHookTest(TempDir):
+    """--tokenizer calls k3_tokenizer_gen.write_tokenizer(out_dir) and uses its return value."""
+
+    def test_vocab_comes_from_write_tokenizer(self):
+        import types
+        fake = types.ModuleType("k3_tokenizer_gen")
+        calls = []
+
+        def write_tokenizer(out_dir):
+            calls.append(out_dir)
+            with open(os.path.join(out_dir, "tiktoken.model"), "w") as f:
+                f.write("QQ== 0\n")
+            with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+                f.write("{}\n")
+            return 300
+        fake.write_tokenizer = write_tokenizer
+        saved = sys.modules.get("k3_tokenizer_gen")
+        sys.modules["k3_tokenizer_gen"] = fake
+        try:
+            d = os.path.join(self.tmp, "tok")
+            make_model.write_model(tiny_spec(tokenizer=True), d, seed=1)
+        finally:
+            if saved is None:
+                del sys.modules["k3_tokenizer_gen"]
+            else:
+                sys.modules["k3_tokenizer_gen"] = saved
+        self.assertEqual(calls, [d])
+        ck = Checkpoint(d)
+        self.assertEqual(ck.config.vocab_size, 300)
+        self.assertEqual(ck.info("language_model.model.embed_tokens.weight")[1], (300, 128))
+        self.assertEqual(ck.info("language_model.lm_head.weight")[1], (300, 128))
+        self.assertTrue(os.path.exists(os.path.join(d, "tiktoken.model")))
+
+    @unittest.skipIf(os.path.exists(os.path.join(HERE, "k3_tokenizer_gen.py")), "the module exists")
+    def test_missing_module_fails_clearly(self):
+        d = os.path.join(self.tmp, "demo")
+        p = subprocess.run([PY, os.path.join(HERE, "make_model.py"), "--out", d, "--preset", "demo"],
+                           capture_output=True, text=True)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("k3_tokenizer_gen", p.stderr)
+        self.assertFalse(os.path.exists(d))
+
+
 class GoldenTest(unittest.TestCase):
     def test_goldens_agree_with_the_reference(self):
         for name, (args, prompt, n) in make_golden.FIXTURES.items():
@@ -460,6 +503,23 @@ class GoldenTest(unittest.TestCase):
                 self.assertLess(np.abs(l32 - logits).max(), exp["min_top2_margin"] / 4)
                 size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
                 self.assertLess(size, 4_200_000)
+
+
+class GoldenCompareTest(TempDir):
+    def test_compare_trees_reports_the_first_difference(self):
+        copy = os.path.join(self.tmp, "golden")
+        shutil.copytree(GOLDEN, copy)
+        self.assertIsNone(make_golden.compare_trees(GOLDEN, copy))
+        p = os.path.join(copy, "tiny-sharded", "model-00002-of-00003.safetensors")
+        with open(p, "r+b") as f:
+            f.seek(5000)
+            b = f.read(1)
+            f.seek(5000)
+            f.write(bytes([b[0] ^ 1]))
+        self.assertEqual(make_golden.compare_trees(copy, GOLDEN),
+                         (os.path.join("tiny-sharded", "model-00002-of-00003.safetensors"), "content differs"))
+        os.remove(p)
+        self.assertIn("file lists differ", make_golden.compare_trees(copy, GOLDEN)[1])
 
 
 @unittest.skipUnless(os.path.isdir(CONFORMANCE), "no ../shared/conformance")
