@@ -1,0 +1,57 @@
+// Job kinds by name and the JSON form of the settings stored with jobs and items.
+#include "jobs/job_spec.h"
+
+namespace nj::jobs {
+
+const char* job_kind_name(JobKind kind) {
+  switch (kind) {
+    case JobKind::kGenerate: return "generate";
+  }
+  return "?";
+}
+
+Result<JobKind> parse_job_kind(const std::string& name) {
+  if (name == "generate") return JobKind::kGenerate;
+  return invalid_argument("unknown kind '" + name + "' (known: generate)");
+}
+
+nlohmann::json generate_params_to_json(const GenerateParams& p) {
+  return {{"max_tokens", p.max_tokens},
+          {"temperature", p.sampling.temperature},
+          {"top_k", p.sampling.top_k},
+          {"top_p", p.sampling.top_p},
+          {"seed", p.sampling.seed}};
+}
+
+Result<GenerateParams> generate_params_from_json(const nlohmann::json& j) {
+  GenerateParams p;
+  auto field = [&](const char* key, auto& out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number())
+      return invalid_argument(std::string("item parameters: '") + key + "' missing or not a number");
+    out = it->get<std::remove_reference_t<decltype(out)>>();
+    return Status();
+  };
+  if (!j.is_object()) return invalid_argument("item parameters: not a JSON object");
+  NJ_RETURN_IF_ERROR(field("max_tokens", p.max_tokens));
+  NJ_RETURN_IF_ERROR(field("temperature", p.sampling.temperature));
+  NJ_RETURN_IF_ERROR(field("top_k", p.sampling.top_k));
+  NJ_RETURN_IF_ERROR(field("top_p", p.sampling.top_p));
+  NJ_RETURN_IF_ERROR(field("seed", p.sampling.seed));
+  if (p.max_tokens < 1) return invalid_argument("item parameters: max_tokens < 1");
+  NJ_RETURN_IF_ERROR(validate_sampling(p.sampling).with_context("item parameters"));
+  return p;
+}
+
+nlohmann::json job_settings_to_json(const JobSpec& spec) {
+  nlohmann::json j = {{"name", spec.name},
+                      {"kind", job_kind_name(spec.kind)},
+                      {"model", spec.model_dir},
+                      {"max_attempts", spec.max_attempts},
+                      {"priority", spec.priority},
+                      {"source", spec.source}};
+  j["memory_bytes"] = spec.memory_bytes ? nlohmann::json(*spec.memory_bytes) : nlohmann::json(nullptr);
+  return j;
+}
+
+}  // namespace nj::jobs

@@ -1,0 +1,44 @@
+// Job spec files: YAML text -> a validated JobSpec, every error with file:line:column.
+//
+// The format (kind `generate`):
+//
+//   name: TEXT                 required
+//   model: DIR                 required; a relative path resolves against the spec's directory
+//   kind: generate             required
+//   memory: SIZE               optional engine memory budget ("8GiB", "512MiB", bytes)
+//   max_attempts: N            optional, default 3: failed attempts (errors, lost processes)
+//                              after which an item fails with its last error
+//   priority: N                optional, default 0; higher first, FIFO among equals
+//   defaults:                  optional per-item settings (each key also allowed per item)
+//     max_tokens: N            tokens to generate, 1..1048576, default 64
+//     temperature: X           0 = greedy (default); > 0 samples
+//     top_k: N                 0 = no limit (default)
+//     top_p: X                 in (0, 1], 1 = no limit (default)
+//     seed: N                  RNG seed (unsigned 64-bit), default 0
+//   items:                     required, at least one
+//     - id: TEXT               required, unique within the job (the result's custom_id)
+//       prompt: TEXT           the prompt as text (needs the model's tokenizer), or
+//       prompt_ids: [N, ...]   the prompt as token ids (exactly one of the two)
+//       max_tokens: N          any `defaults` key overrides the default for this item
+//
+// Unknown keys and duplicate keys are errors; all errors of a file are reported together.
+// Checks that need the model (its existence, vocabulary, tokenizer) are in spec_model.h.
+#pragma once
+
+#include <string>
+
+#include "engine/util/status.h"
+#include "jobs/job_spec.h"
+
+namespace nj::jobs {
+
+// Parses spec text. `name` prefixes messages (normally the file path); `base_dir` is the
+// directory relative model paths resolve against.
+// Returns InvalidArgument listing every error as "<name>:<line>:<col>: <key>: <what>".
+Result<JobSpec> parse_job_spec(const std::string& text, const std::string& name, const std::string& base_dir);
+
+// Reads and parses a spec file (relative paths resolve against its directory). NotFound /
+// IOError naming the path when it cannot be read; parse errors as above.
+Result<JobSpec> load_job_spec(const std::string& path);
+
+}  // namespace nj::jobs
