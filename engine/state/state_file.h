@@ -62,8 +62,8 @@ struct StateSaveStats {
 // deterministically from the tokens, so the earlier rows need not be compared); otherwise
 // it starts a new generation (a new segment holding every position) and removes the
 // segments of older generations of PATH. It also starts a new generation after any failed
-// save (the old segment's end is then unknown) and after kMaxRecordsPerSegment appends
-// (restore reads records one by one; this bounds their number).
+// save (the old segment's end is then unknown) and after options.max_records_per_segment
+// appends (restore reads records one by one; this bounds their number).
 //
 // On error nothing committed changes: PATH still loads as the previous checkpoint (or is
 // still absent), except when only the head's final directory fsync failed: then PATH
@@ -72,14 +72,17 @@ struct StateSaveStats {
 //
 // Not thread-safe. One writer per PATH at a time (neither processes nor writers coordinate).
 // `env` must outlive the writer.
+struct StateFileWriterOptions {
+  // Appends before the writer starts a new generation. Larger: fewer full rewrites of the
+  // segment; smaller: restore issues fewer small reads (1 + 2 per MLA layer per record).
+  // 1024 saves of a K3 sequence every 64 tokens span 65k positions; one full rewrite per
+  // 1024 saves is noise, and 1024 records cost restore ~50k reads, well under a second.
+  uint64_t max_records_per_segment = 1024;
+};
+
 class StateFileWriter {
  public:
-  // The trade-off: a larger value makes fewer full rewrites of the segment, a smaller one
-  // makes restore issue fewer small reads. 1024 appends of a K3 checkpoint every 64 tokens
-  // span 65k positions; one full rewrite per 1024 saves is noise.
-  static constexpr uint64_t kMaxRecordsPerSegment = 1024;
-
-  StateFileWriter(Env& env, std::string path);
+  StateFileWriter(Env& env, std::string path, StateFileWriterOptions options = {});
   ~StateFileWriter();
   StateFileWriter(const StateFileWriter&) = delete;
   StateFileWriter& operator=(const StateFileWriter&) = delete;
@@ -108,6 +111,7 @@ class StateFileWriter {
 
   Env& env_;
   std::string path_;
+  StateFileWriterOptions options_;
   std::unique_ptr<Written> w_;  // what the committed checkpoint holds; null = start anew
   StateSaveStats last_;
 };

@@ -123,7 +123,8 @@ struct StateFileWriter::Written {
   SegmentRef pending;                        // the save in progress
 };
 
-StateFileWriter::StateFileWriter(Env& env, std::string path) : env_(env), path_(std::move(path)) {}
+StateFileWriter::StateFileWriter(Env& env, std::string path, StateFileWriterOptions options)
+    : env_(env), path_(std::move(path)), options_(options) {}
 StateFileWriter::~StateFileWriter() = default;
 
 Status StateFileWriter::save(const Model& model, const SequenceState& s, const SamplerSnapshot& sampler) {
@@ -154,7 +155,7 @@ Status StateFileWriter::save(const ModelConfig& config, uint64_t fingerprint, co
 
 bool StateFileWriter::can_append(const StateShape& shape, uint64_t fingerprint, const SequenceState& s) const {
   if (!w_ || w_->fingerprint != fingerprint || !w_->segment) return false;
-  if (w_->ref.record_count >= kMaxRecordsPerSegment) return false;
+  if (w_->ref.record_count >= options_.max_records_per_segment) return false;
   const uint64_t n = w_->positions;
   if (static_cast<uint64_t>(s.position) < n) return false;
   if (!std::equal(w_->tokens.begin(), w_->tokens.end(), s.tokens.begin())) return false;
