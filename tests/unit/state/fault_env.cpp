@@ -82,9 +82,6 @@ void FaultEnv::reset() {
   crash_at_.reset();
   log_.clear();
   appended_bytes_ = 0;
-  files_.clear();
-  created_.clear();
-  renames_.clear();
 }
 
 std::optional<FaultEnv::Injected> FaultEnv::begin(FsOp op, const std::string& path) {

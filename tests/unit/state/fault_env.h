@@ -37,7 +37,8 @@ class FaultEnv : public EnvWrapper {
   // Undoes what a power loss after the crash would lose. REQUIRES: the files written
   // through this Env are small (old contents of renamed-over files are kept in memory).
   void lose_unsynced();
-  // Clears faults and the operation count; forgets unsynced-data tracking.
+  // Clears faults, the operation count, the log and the byte count. What is synced and
+  // what is not stays tracked (files written before reset() may still be lost).
   void reset();
 
   uint64_t ops() const { return next_op_; }
