@@ -41,6 +41,12 @@ int run_cli(int argc, char** argv) {
   add_doctor_command(app, global, table);
   add_generate_command(app, global, table);
   add_logits_command(app, global, table);
+  add_submit_command(app, global, table);
+  add_run_command(app, global, table);
+  add_status_command(app, global, table);
+  add_cancel_command(app, global, table);
+  add_retry_command(app, global, table);
+  add_results_command(app, global, table);
 
   try {
     app.parse(argc, argv);

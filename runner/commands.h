@@ -15,4 +15,12 @@ void add_doctor_command(CLI::App& app, const GlobalOptions& global, CommandTable
 void add_generate_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 void add_logits_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 
+// The job store commands (cmd_submit.cpp, cmd_run.cpp, cmd_status.cpp, cmd_results.cpp).
+void add_submit_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+void add_status_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+void add_cancel_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+void add_retry_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+void add_results_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+
 }  // namespace nj::runner

@@ -13,20 +13,29 @@ namespace nj::runner {
 
 void add_model_options(CLI::App& sub, ModelArgs& args) {
   sub.add_option("--model", args.model, "Model directory (config.json + safetensors)")->required();
-  sub.add_option("--threads", args.threads, "Compute threads (default: all cores); results do not depend on it")
-      ->check(CLI::NonNegativeNumber);
-  sub.add_option("--simd", args.simd, "Force a SIMD level: scalar, avx2 or avx512 (results do not depend on it)");
+  add_compute_options(sub, args);
   sub.add_option("--prefill-chunk", args.prefill_chunk,
                  "Tokens per prefill pass (default 64); larger reads less per token, uses more scratch")
       ->check(CLI::PositiveNumber);
 }
 
-Result<std::unique_ptr<Model>> open_model(const ModelArgs& args) {
+void add_compute_options(CLI::App& sub, ModelArgs& args) {
+  sub.add_option("--threads", args.threads, "Compute threads (default: all cores); results do not depend on it")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--simd", args.simd, "Force a SIMD level: scalar, avx2 or avx512 (results do not depend on it)");
+}
+
+Status apply_compute_options(const ModelArgs& args) {
   if (!args.simd.empty()) {
     NJ_ASSIGN_OR_RETURN(SimdLevel level, parse_simd_level(args.simd));
     NJ_RETURN_IF_ERROR(force_simd_level(level).with_context("--simd"));
   }
   if (args.threads > 0) omp_set_num_threads(args.threads);
+  return Status();
+}
+
+Result<std::unique_ptr<Model>> open_model(const ModelArgs& args) {
+  NJ_RETURN_IF_ERROR(apply_compute_options(args));
   return Model::open(args.model);
 }
 

@@ -24,6 +24,12 @@ struct ModelArgs {
 // Adds --model (required), --threads, --simd, --prefill-chunk.
 void add_model_options(CLI::App& sub, ModelArgs& args);
 
+// Adds --threads and --simd only (for `run`, whose models come from the jobs).
+void add_compute_options(CLI::App& sub, ModelArgs& args);
+
+// Applies --threads and --simd to the process. InvalidArgument naming the flag.
+Status apply_compute_options(const ModelArgs& args);
+
 // Applies --threads and --simd to the process, then opens the model. Usage errors come back
 // as InvalidArgument naming the flag.
 Result<std::unique_ptr<Model>> open_model(const ModelArgs& args);

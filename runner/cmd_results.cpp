@@ -1,0 +1,90 @@
+// `nightjar results JOB [--format jsonl] [--out FILE]`: one JSON object per item, in spec
+// order, to stdout or (atomically) to a file.
+#include <cstdio>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "engine/io/durable.h"
+#include "engine/io/env.h"
+#include "runner/commands.h"
+#include "runner/exit_codes.h"
+#include "runner/home.h"
+#include "runner/output.h"
+
+namespace nj::runner {
+namespace {
+
+// One results line. Items that are not done carry their state and error, no output.
+nlohmann::json result_line(const ItemRow& item, const std::optional<ResultRow>& r) {
+  nlohmann::json j;
+  j["custom_id"] = item.custom_id;
+  j["status"] = item_state_name(item.state);
+  j["error"] = item.last_error && item.state != ItemState::kDone ? nlohmann::json(*item.last_error)
+                                                                 : nlohmann::json(nullptr);
+  j["prompt_tokens"] = item.prompt_ids.size();
+  j["attempts"] = item.attempts;
+  if (r) {
+    j["output_ids"] = r->output_ids;
+    if (r->output_text) j["output_text"] = *r->output_text;
+    j["output_tokens"] = r->output_tokens;
+    j["finish_reason"] = r->finish_reason;
+  } else {
+    j["output_ids"] = nullptr;
+    j["output_tokens"] = item.tokens_done;
+    j["finish_reason"] = nullptr;
+  }
+  nlohmann::json t = {{"prefill_s", item.prefill_s}, {"decode_s", item.decode_s}};
+  t["started_at"] = item.started_at ? nlohmann::json(*item.started_at) : nlohmann::json(nullptr);
+  t["finished_at"] = item.finished_at ? nlohmann::json(*item.finished_at) : nlohmann::json(nullptr);
+  t["wall_s"] = item.started_at && item.finished_at ? nlohmann::json(*item.finished_at - *item.started_at)
+                                                    : nlohmann::json(nullptr);
+  j["timings"] = t;
+  return j;
+}
+
+}  // namespace
+
+void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
+  struct Args {
+    std::string job;
+    std::string home;
+    std::string format = "jsonl";
+    std::string out;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("results", "A job's results, one JSON object per item (JSON Lines)");
+  sub->add_option("job", a->job, "A job id or name")->required();
+  add_home_option(*sub, a->home);
+  sub->add_option("--format", a->format, "jsonl (default)")->check(CLI::IsMember({"jsonl"}));
+  sub->add_option("--out", a->out, "Write to this file (atomically) instead of stdout");
+  table.emplace_back(sub, [a]() -> int {
+    auto home = resolve_home(a->home);
+    if (!home.ok()) return report_usage_error("--home", home.status());
+    auto store = open_home_store(*home, /*create=*/false);
+    if (!store.ok()) return report_failure(store.status());
+    JobStore& s = **store;
+    auto job = s.find_job(a->job);
+    if (!job.ok()) return report_failure(job.status());
+    auto items = s.items(job->id);
+    if (!items.ok()) return report_failure(items.status());
+    std::string text;
+    for (const auto& item : *items) {
+      auto r = s.result(item.id);
+      if (!r.ok()) return report_failure(r.status());
+      text += result_line(item, *r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    }
+    if (a->out.empty()) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+      return kExitOk;
+    }
+    if (Status st = write_file_durably(*Env::posix(), a->out, text); !st.ok()) return report_failure(st);
+    spdlog::info("wrote {} results of job {} to {}", items->size(), job->id, a->out);
+    return kExitOk;
+  });
+}
+
+}  // namespace nj::runner

@@ -1,0 +1,82 @@
+// Running one claimed item through the engine, crash-safely.
+//
+//   resume    the item's state checkpoint is restored if usable (a missing or damaged one
+//             is dropped with a warning); the prompt tokens it lacks are fed; the output
+//             tokens stored after it are replayed by teacher forcing, and the sampler must
+//             draw each of them again (this both checks the replay and advances the RNG
+//             exactly as the first run did). Without a usable checkpoint: prompt + stored
+//             tokens from position 0, the same way. A replay that diverges after a
+//             checkpoint is retried from position 0; diverging from 0 fails the attempt.
+//   generate  sample -> feed -> every commit_tokens / commit_interval_s: store the tokens;
+//             every checkpoint_tokens / checkpoint_interval_s: store the tokens, write the
+//             state file (durably), then its row.
+//   finish    the last tokens, the result and state 'done' in one transaction.
+//   stop      (signal or deadline, checked after every token and between prefill chunks)
+//             checkpoint, store the tokens, put the item back in the queue.
+//
+// So a crash at any instant loses at most the tokens since the last commit, and those are
+// regenerated identically: the output equals an uninterrupted run's.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/model/model.h"
+#include "runner/lease_keeper.h"
+#include "runner/progress.h"
+#include "runner/state_checkpoints.h"
+#include "runner/stop.h"
+#include "runner/store/job_store.h"
+
+namespace nj::runner {
+
+struct ItemRunOptions {
+  // Output tokens are committed when this many are pending or this long after the last
+  // commit, whichever comes first: the most work a crash can cost, regenerated on resume.
+  // A commit appends to the WAL without an fsync, so even every token would be cheap for a
+  // giant model; the cap matters for small fast models.
+  int commit_tokens = 64;
+  double commit_interval_s = 1.0;
+  // State checkpoints when the sequence has advanced this many tokens (prompt or output)
+  // since the last one, or after this long. Each writes the whole state (hundreds of MB for
+  // K3 at long contexts) with two fsyncs, so they are spaced in minutes; between them a
+  // resume replays the stored tokens, which costs one prefill pass per chunk.
+  int64_t checkpoint_tokens = 2048;
+  double checkpoint_interval_s = 120;
+  // Tokens fed to the engine per call while catching up (prompt and replay).
+  int prefill_chunk = 64;
+};
+
+enum class ItemOutcome {
+  kDone,           // result stored, item done
+  kStopped,        // graceful stop: checkpointed, back in the queue
+  kLostLease,      // the item was cancelled or reclaimed meanwhile; nothing more written
+  kAttemptFailed,  // an engine or input error, recorded as a failed attempt
+};
+
+struct ItemReport {
+  ItemOutcome outcome = ItemOutcome::kDone;
+  std::optional<ItemState> state_after;  // kAttemptFailed: queued (will retry) or failed
+  std::string message;                   // the error or the stop reason
+  int64_t tokens_generated = 0;          // new output tokens in this attempt
+};
+
+// What an item run works with. All references must outlive run_item.
+struct ItemEnv {
+  JobStore& store;
+  Model& model;
+  StateCheckpoints& checkpoints;
+  const ItemRunOptions& options;
+  const std::string& owner;
+  const StopControl& stop;
+  const LeaseKeeper& lease;
+  ProgressReporter& progress;
+};
+
+// Runs the claimed item until it is done, stops, loses its lease or fails an attempt.
+// Returns a Status only for store failures (I/O, disk full), after which the run must end;
+// the item's lease then expires or is reclaimed by the next run.
+Result<ItemReport> run_item(const ItemEnv& env, const Claim& claim);
+
+}  // namespace nj::runner

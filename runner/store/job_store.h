@@ -1,0 +1,286 @@
+// The job store: jobs, items, their output tokens, state checkpoints, results and an audit
+// log in one SQLite database under the home directory (<home>/nightjar.db).
+//
+// Schema (schemas/NNN_*.sql, applied in order; the full column list is in 001_initial.sql):
+//
+//   schema_version(version)                         one row: the last applied migration
+//   jobs(id, name, kind, model_dir, memory_bytes, max_attempts, priority, spec_path,
+//        settings, created_at)
+//   items(id, job_id, seq, custom_id, input_text, prompt_ids, params, state, attempts,
+//         claims, lease_owner, lease_expires, tokens_done, prefill_s, decode_s,
+//         last_error, started_at, finished_at)     UNIQUE(job_id, custom_id)
+//   tokens(item_id, pos, token_id)                  the append-only output log
+//   checkpoints(id, item_id, position, tokens_done, path, bytes, created_at)
+//   results(item_id, finish_reason, prompt_tokens, output_tokens, output_ids,
+//           output_text, prefill_s, decode_s, created_at)   at most one per item
+//   events(id, at, job_id, item_id, kind, detail)
+//
+// Item states:  queued --claim--> running --finish--> done
+//                                 running --release (graceful stop)--> queued
+//                                 running --fail_attempt / stale lease--> queued | failed
+//               queued|running --cancel--> cancelled;  failed|cancelled --retry--> queued
+//
+// Durability: WAL; transitions, checkpoint rows and results commit with synchronous=FULL;
+// token appends with NORMAL (a process crash never loses them; a power cut may lose the
+// appends after the last FULL commit, which a resume regenerates identically). Writers take
+// the lock with BEGIN IMMEDIATE, so two `run` processes serialize their claims.
+//
+// Thread-safety: a JobStore is one connection; use it from one thread at a time (open a
+// second JobStore for another thread). Many processes may open the same file.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/util/status.h"
+
+namespace nj::runner {
+
+namespace sql {
+class Db;
+}
+
+enum class ItemState { kQueued, kRunning, kDone, kFailed, kCancelled };
+const char* item_state_name(ItemState s);
+Result<ItemState> parse_item_state(const std::string& name);
+
+struct NewItem {
+  std::string custom_id;
+  std::optional<std::string> input_text;  // the prompt as text, when given as text
+  std::vector<int32_t> prompt_ids;
+  std::string params_json;                // per-item settings (jobs::generate_params_to_json)
+};
+
+struct NewJob {
+  std::string name;
+  std::string kind;
+  std::string model_dir;
+  std::optional<uint64_t> memory_bytes;
+  int max_attempts = 3;
+  int priority = 0;
+  std::string spec_path;
+  std::string settings_json;
+  std::vector<NewItem> items;
+};
+
+struct JobRow {
+  int64_t id = 0;
+  std::string name;
+  std::string kind;
+  std::string model_dir;
+  std::optional<uint64_t> memory_bytes;
+  int max_attempts = 0;
+  int priority = 0;
+  std::string spec_path;
+  std::string settings_json;
+  double created_at = 0;
+};
+
+struct ItemRow {
+  int64_t id = 0;
+  int64_t job_id = 0;
+  int64_t seq = 0;
+  std::string custom_id;
+  std::optional<std::string> input_text;
+  std::vector<int32_t> prompt_ids;
+  std::string params_json;
+  ItemState state = ItemState::kQueued;
+  int attempts = 0;
+  int claims = 0;
+  std::optional<std::string> lease_owner;
+  std::optional<double> lease_expires;
+  int64_t tokens_done = 0;
+  int64_t max_tokens = 0;  // from params (0 when absent)
+  double prefill_s = 0;
+  double decode_s = 0;
+  std::optional<std::string> last_error;
+  std::optional<double> started_at;
+  std::optional<double> finished_at;
+};
+
+struct JobSummary {
+  JobRow job;
+  int64_t queued = 0, running = 0, done = 0, failed = 0, cancelled = 0;
+  int64_t tokens_done = 0;     // output tokens stored, all items
+  // max_tokens of queued, running and done items plus the tokens failed or cancelled items
+  // produced: tokens_planned - tokens_done is the generation work left.
+  int64_t tokens_planned = 0;
+  double active_s = 0;         // engine time, all items and attempts
+  int64_t items() const { return queued + running + done + failed + cancelled; }
+};
+
+struct CheckpointRow {
+  int64_t id = 0;
+  int64_t position = 0;     // tokens the saved state consumed (prompt + output)
+  int64_t tokens_done = 0;  // output tokens among them
+  std::string path;         // relative to the home directory
+  uint64_t bytes = 0;
+};
+
+struct ResultRow {
+  std::string finish_reason;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+  std::vector<int32_t> output_ids;
+  std::optional<std::string> output_text;
+  double prefill_s = 0;
+  double decode_s = 0;
+  double created_at = 0;
+};
+
+struct EventRow {
+  int64_t id = 0;
+  double at = 0;
+  std::optional<int64_t> job_id;
+  std::optional<int64_t> item_id;
+  std::string kind;
+  std::string detail_json;
+};
+
+// What `run` receives with a claimed item: everything it needs to resume.
+struct Claim {
+  JobRow job;
+  ItemRow item;
+  std::vector<int32_t> tokens;             // the stored output, positions 0..n-1
+  std::vector<CheckpointRow> checkpoints;  // newest (largest position) first
+};
+
+// Progress the runner hands over with every write: output tokens not yet stored (output
+// positions first_pos, first_pos+1, ...) and engine time since the last write.
+struct Progress {
+  int64_t first_pos = 0;
+  std::span<const int32_t> tokens;
+  double prefill_s = 0;
+  double decode_s = 0;
+};
+
+struct NewCheckpoint {
+  int64_t position = 0;
+  int64_t tokens_done = 0;
+  std::string path;  // relative to the home directory
+  uint64_t bytes = 0;
+};
+
+struct NewResult {
+  std::string finish_reason;
+  int64_t prompt_tokens = 0;
+  std::optional<std::string> output_text;
+};
+
+struct StoreOptions {
+  // How long a statement waits for another process's write lock before failing. Writers
+  // hold it for milliseconds; 30 s rides out a slow disk without hanging a stuck night.
+  int busy_timeout_ms = 30000;
+  // PRAGMA quick_check on open: finds a damaged file before work is written into it. Cost is
+  // linear in the file size (a second per few hundred MB); heartbeat connections skip it.
+  bool quick_check = true;
+  // Wall-clock seconds since the epoch; leases compare clocks of several processes.
+  // Tests substitute their own.
+  std::function<double()> clock;
+};
+
+// Whether the process named by a lease owner string still runs (see runner/lease_owner.h).
+using OwnerAliveFn = std::function<bool(const std::string& owner)>;
+
+class JobStore {
+ public:
+  // Opens the store at `path`, creating it (and applying every migration) when `create` is
+  // set. Fails with NotFound when absent and !create; Corruption when quick_check fails;
+  // FailedPrecondition when the file was written by a newer nightjar.
+  static Result<std::unique_ptr<JobStore>> open(const std::string& path, bool create, StoreOptions options = {});
+  ~JobStore();
+
+  int schema_version() const { return schema_version_; }
+  const std::string& path() const;
+  double now() const { return clock_(); }
+
+  // ---- submit, queries, control (job_store.cpp) ----------------------------------------
+
+  // Inserts the job and all its items in one transaction: all or nothing. Returns the job id.
+  // FailedPrecondition naming the custom_id on a duplicate id.
+  Result<int64_t> submit(const NewJob& job);
+
+  Result<std::vector<JobSummary>> list_jobs();
+  Result<JobSummary> job_summary(int64_t job_id);
+  // A job by numeric id or by name (the name must be unique). NotFound / InvalidArgument.
+  Result<JobRow> find_job(const std::string& id_or_name);
+  // Items in spec order.
+  Result<std::vector<ItemRow>> items(int64_t job_id);
+  Result<std::vector<int32_t>> tokens(int64_t item_id);
+  Result<std::optional<ResultRow>> result(int64_t item_id);
+  Result<std::vector<CheckpointRow>> checkpoints(int64_t item_id);
+  // Events of a job (item_id unset) or of one item, oldest first.
+  Result<std::vector<EventRow>> events(std::optional<int64_t> job_id, std::optional<int64_t> item_id);
+
+  // Queued and running items -> cancelled (a running `run` notices at its next write).
+  // Returns the number of items cancelled.
+  Result<int64_t> cancel_job(int64_t job_id);
+  // Failed and cancelled items -> queued with attempts reset; stored tokens are kept, so the
+  // items resume. Returns the number of items requeued.
+  Result<int64_t> retry_job(int64_t job_id);
+
+  Status add_event(std::optional<int64_t> job_id, std::optional<int64_t> item_id, const std::string& kind,
+                   const std::string& detail_json);
+
+  // ---- the work queue (queue.cpp) -----------------------------------------------------
+  // Every call below that names an item writes only while `owner` holds its lease and the
+  // item is running; it returns false (writing nothing) when the lease is gone (the item was
+  // cancelled or its lease reclaimed).
+
+  // In one BEGIN IMMEDIATE transaction: reclaims stale leases (expired, or whose owner
+  // `alive` says is dead) with attempts + 1, failing items that reach max_attempts; then
+  // takes the next queued item (job priority, then job id, then spec order) with a lease of
+  // `lease_s` seconds. nullopt when nothing is queued.
+  Result<std::optional<Claim>> claim_next(const std::string& owner, double lease_s, const OwnerAliveFn& alive);
+
+  // Extends the lease to now + lease_s.
+  Result<bool> heartbeat(int64_t item_id, const std::string& owner, double lease_s);
+
+  // Stores output tokens (grouped commit, synchronous=NORMAL).
+  Result<bool> append_tokens(int64_t item_id, const std::string& owner, const Progress& progress);
+
+  // Stores pending tokens and records `checkpoint` (its file is already durable) as the
+  // item's checkpoint, replacing the rows of earlier ones (an item has one checkpoint file,
+  // rewritten by each save).
+  Result<bool> add_checkpoint(int64_t item_id, const std::string& owner, const Progress& progress,
+                              const NewCheckpoint& checkpoint);
+
+  // Deletes the item's checkpoint rows (its file was found unusable).
+  Result<bool> drop_checkpoints(int64_t item_id, const std::string& owner);
+
+  // Stores the last tokens, the result and state 'done' in ONE transaction, and deletes the
+  // item's checkpoint rows (the caller then removes the files).
+  Result<bool> finish_item(int64_t item_id, const std::string& owner, const Progress& progress,
+                           const NewResult& result);
+
+  // Graceful stop: stores pending tokens and puts the item back in the queue (attempts unchanged).
+  Result<bool> release_item(int64_t item_id, const std::string& owner, const Progress& progress,
+                            const std::string& detail_json);
+
+  // A failed attempt: stores pending tokens, attempts + 1, last_error = error; the item goes
+  // back to the queue, or fails when attempts reach max_attempts. Returns the new state.
+  Result<std::optional<ItemState>> fail_attempt(int64_t item_id, const std::string& owner,
+                                                const Progress& progress, const std::string& error);
+
+ private:
+  JobStore(std::unique_ptr<sql::Db> db, StoreOptions options);
+  Status migrate(bool create);
+  Result<bool> write_progress(int64_t item_id, const std::string& owner, const Progress& progress,
+                              double lease_s);
+
+  std::unique_ptr<sql::Db> db_;
+  std::function<double()> clock_;
+  int schema_version_ = 0;
+  double lease_s_ = 0;  // the lease length of the last claim (extended with each write)
+};
+
+// Token ids <-> the int32 little-endian blobs stored in items.prompt_ids and results.output_ids.
+std::vector<uint8_t> ids_to_blob(std::span<const int32_t> ids);
+std::vector<int32_t> blob_to_ids(std::span<const uint8_t> blob);
+
+}  // namespace nj::runner

@@ -1,0 +1,262 @@
+// The store's work queue: claiming items under leases, reclaiming stale leases, and every
+// write a running item makes (tokens, checkpoints, the result, stops and failures), each
+// guarded by the lease so a process that lost its item can never write to it.
+#include <nlohmann/json.hpp>
+
+#include "runner/store/job_store.h"
+#include "runner/store/sqlite.h"
+#include "runner/store/store_internal.h"
+
+namespace nj::runner {
+
+using sql::Stmt;
+using sql::Sync;
+using sql::Transaction;
+using namespace store_internal;
+
+namespace {
+
+struct RunningItem {
+  int64_t id;
+  int64_t job_id;
+  std::string owner;
+  double expires;
+  int attempts;
+  int max_attempts;
+};
+
+}  // namespace
+
+Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, double lease_s, const OwnerAliveFn& alive) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
+  const double now = clock_();
+
+  // 1. Reclaim stale leases: expired, or held by a process that no longer exists. A lease in
+  // our own name is stale too: this process works on one item at a time and is claiming now.
+  std::vector<RunningItem> running;
+  {
+    NJ_ASSIGN_OR_RETURN(Stmt s, db_->prepare("SELECT i.id, i.job_id, i.lease_owner, i.lease_expires, i.attempts, "
+                                             "j.max_attempts FROM items i JOIN jobs j ON j.id = i.job_id "
+                                             "WHERE i.state = 'running'"));
+    for (;;) {
+      NJ_ASSIGN_OR_RETURN(bool row, s.step());
+      if (!row) break;
+      running.push_back({s.int64(0), s.int64(1), s.text(2), s.real(3), static_cast<int>(s.int64(4)),
+                         static_cast<int>(s.int64(5))});
+    }
+  }
+  for (const RunningItem& r : running) {
+    std::string why;
+    if (r.owner == owner) why = "this process (" + owner + ") held the lease from an earlier, unfinished attempt";
+    else if (!alive(r.owner)) why = "the run process " + r.owner + " died while holding the item (killed or crashed)";
+    else if (r.expires < now) why = "the lease of " + r.owner + " expired without a heartbeat (process stuck?)";
+    else continue;
+    const int attempts = r.attempts + 1;
+    const bool fail = attempts >= r.max_attempts;
+    NJ_ASSIGN_OR_RETURN(Stmt u, db_->prepare("UPDATE items SET state = ?, attempts = ?, last_error = ?, "
+                                             "lease_owner = NULL, lease_expires = NULL, finished_at = ? WHERE id = ?"));
+    u.bind(1, fail ? "failed" : "queued").bind(2, attempts).bind(3, why);
+    if (fail) u.bind(4, now);
+    else u.bind_null(4);
+    NJ_RETURN_IF_ERROR(u.bind(5, r.id).run());
+    NJ_RETURN_IF_ERROR(insert_event(*db_, now, r.job_id, r.id, fail ? "failed" : "lease_reclaimed",
+                                    nlohmann::json{{"owner", r.owner}, {"attempts", attempts}, {"error", why}}.dump()));
+  }
+
+  // 2. The next queued item: job priority, then FIFO by job, then spec order.
+  NJ_ASSIGN_OR_RETURN(Stmt pick, db_->prepare("SELECT i.id FROM items i JOIN jobs j ON j.id = i.job_id "
+                                              "WHERE i.state = 'queued' ORDER BY j.priority DESC, j.id, i.seq LIMIT 1"));
+  NJ_ASSIGN_OR_RETURN(bool found, pick.step());
+  if (!found) {
+    NJ_RETURN_IF_ERROR(txn->commit());
+    return std::optional<Claim>();
+  }
+  const int64_t item_id = pick.int64(0);
+  pick.reset();
+
+  NJ_ASSIGN_OR_RETURN(Stmt take, db_->prepare("UPDATE items SET state = 'running', lease_owner = ?, lease_expires = ?, "
+                                              "claims = claims + 1, started_at = coalesce(started_at, ?) WHERE id = ?"));
+  NJ_RETURN_IF_ERROR(take.bind(1, owner).bind(2, now + lease_s).bind(3, now).bind(4, item_id).run());
+
+  Claim claim;
+  {
+    NJ_ASSIGN_OR_RETURN(Stmt s, db_->prepare(std::string("SELECT ") + kJobColumns + ", " + kItemColumns +
+                                             " FROM items i JOIN jobs j ON j.id = i.job_id WHERE i.id = ?"));
+    s.bind(1, item_id);
+    NJ_ASSIGN_OR_RETURN(bool row, s.step());
+    if (!row) return internal_error("claimed item " + std::to_string(item_id) + " vanished");
+    claim.job = read_job(s, 0);
+    claim.item = read_item(s, 10);
+  }
+  NJ_ASSIGN_OR_RETURN(claim.tokens, read_tokens(*db_, item_id));
+  if (static_cast<int64_t>(claim.tokens.size()) != claim.item.tokens_done)
+    return corruption(db_->path() + ": item " + std::to_string(item_id) + " records " +
+                      std::to_string(claim.item.tokens_done) + " tokens but stores " +
+                      std::to_string(claim.tokens.size()));
+  NJ_ASSIGN_OR_RETURN(claim.checkpoints, read_checkpoints(*db_, item_id));
+  NJ_RETURN_IF_ERROR(insert_event(*db_, now, claim.job.id, item_id, "claimed",
+                                  nlohmann::json{{"owner", owner},
+                                                 {"claim", claim.item.claims},
+                                                 {"attempts", claim.item.attempts},
+                                                 {"tokens_done", claim.item.tokens_done},
+                                                 {"checkpoints", claim.checkpoints.size()}}
+                                      .dump()));
+  NJ_RETURN_IF_ERROR(txn->commit());
+  lease_s_ = lease_s;
+  return std::optional<Claim>(std::move(claim));
+}
+
+Result<bool> JobStore::heartbeat(int64_t item_id, const std::string& owner, double lease_s) {
+  NJ_RETURN_IF_ERROR(db_->set_sync(Sync::kNormal));
+  NJ_ASSIGN_OR_RETURN(Stmt s, db_->prepare("UPDATE items SET lease_expires = ? WHERE id = ? AND lease_owner = ? "
+                                           "AND state = 'running'"));
+  NJ_RETURN_IF_ERROR(s.bind(1, clock_() + lease_s).bind(2, item_id).bind(3, owner).run());
+  return db_->changes() == 1;
+}
+
+// Inside a transaction: checks the lease, extends it, and stores the progress. False when
+// the lease is gone; Internal when the tokens do not continue the stored ones (a bug).
+Result<bool> JobStore::write_progress(int64_t item_id, const std::string& owner, const Progress& p, double lease_s) {
+  const int64_t n = static_cast<int64_t>(p.tokens.size());
+  NJ_ASSIGN_OR_RETURN(Stmt u, db_->prepare("UPDATE items SET lease_expires = ?, tokens_done = tokens_done + ?, "
+                                           "prefill_s = prefill_s + ?, decode_s = decode_s + ? "
+                                           "WHERE id = ? AND lease_owner = ? AND state = 'running' "
+                                           "AND tokens_done = ?"));
+  u.bind(1, clock_() + lease_s).bind(2, n).bind(3, p.prefill_s).bind(4, p.decode_s);
+  NJ_RETURN_IF_ERROR(u.bind(5, item_id).bind(6, owner).bind(7, p.first_pos).run());
+  if (db_->changes() != 1) {
+    NJ_ASSIGN_OR_RETURN(Stmt q, db_->prepare("SELECT state, coalesce(lease_owner, ''), tokens_done FROM items "
+                                             "WHERE id = ?"));
+    q.bind(1, item_id);
+    NJ_ASSIGN_OR_RETURN(bool row, q.step());
+    if (row && q.text(0) == "running" && q.text(1) == owner)
+      return internal_error("item " + std::to_string(item_id) + ": writing tokens from position " +
+                            std::to_string(p.first_pos) + " but " + std::to_string(q.int64(2)) + " are stored");
+    return false;
+  }
+  if (n > 0) {
+    NJ_ASSIGN_OR_RETURN(Stmt ins, db_->prepare("INSERT INTO tokens (item_id, pos, token_id) VALUES (?,?,?)"));
+    for (int64_t k = 0; k < n; ++k) {
+      NJ_RETURN_IF_ERROR(ins.bind(1, item_id).bind(2, p.first_pos + k).bind(3, static_cast<int64_t>(p.tokens[k])).run());
+    }
+  }
+  return true;
+}
+
+Result<bool> JobStore::append_tokens(int64_t item_id, const std::string& owner, const Progress& progress) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kNormal));
+  NJ_ASSIGN_OR_RETURN(bool owned, write_progress(item_id, owner, progress, lease_s_));
+  if (!owned) return false;
+  NJ_RETURN_IF_ERROR(txn->commit());
+  return true;
+}
+
+Result<bool> JobStore::add_checkpoint(int64_t item_id, const std::string& owner, const Progress& progress,
+                                      const NewCheckpoint& cp) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
+  NJ_ASSIGN_OR_RETURN(bool owned, write_progress(item_id, owner, progress, lease_s_));
+  if (!owned) return false;
+  NJ_ASSIGN_OR_RETURN(Stmt del, db_->prepare("DELETE FROM checkpoints WHERE item_id = ?"));
+  NJ_RETURN_IF_ERROR(del.bind(1, item_id).run());
+  NJ_ASSIGN_OR_RETURN(Stmt ins, db_->prepare("INSERT INTO checkpoints (item_id, position, tokens_done, path, bytes, "
+                                             "created_at) VALUES (?,?,?,?,?,?)"));
+  ins.bind(1, item_id).bind(2, cp.position).bind(3, cp.tokens_done).bind(4, cp.path);
+  NJ_RETURN_IF_ERROR(ins.bind(5, static_cast<int64_t>(cp.bytes)).bind(6, clock_()).run());
+  NJ_RETURN_IF_ERROR(txn->commit());
+  return true;
+}
+
+Result<bool> JobStore::drop_checkpoints(int64_t item_id, const std::string& owner) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
+  NJ_ASSIGN_OR_RETURN(Stmt cur, db_->prepare("SELECT tokens_done FROM items WHERE id = ?"));
+  cur.bind(1, item_id);
+  NJ_ASSIGN_OR_RETURN(bool row, cur.step());
+  if (!row) return false;
+  const int64_t stored = cur.int64(0);
+  cur.reset();
+  NJ_ASSIGN_OR_RETURN(bool owned, write_progress(item_id, owner, Progress{stored, {}, 0, 0}, lease_s_));
+  if (!owned) return false;
+  NJ_ASSIGN_OR_RETURN(Stmt del, db_->prepare("DELETE FROM checkpoints WHERE item_id = ?"));
+  NJ_RETURN_IF_ERROR(del.bind(1, item_id).run());
+  NJ_RETURN_IF_ERROR(txn->commit());
+  return true;
+}
+
+Result<bool> JobStore::finish_item(int64_t item_id, const std::string& owner, const Progress& progress,
+                                   const NewResult& result) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
+  NJ_ASSIGN_OR_RETURN(bool owned, write_progress(item_id, owner, progress, lease_s_));
+  if (!owned) return false;
+  const double now = clock_();
+  NJ_ASSIGN_OR_RETURN(std::vector<int32_t> output, read_tokens(*db_, item_id));
+  NJ_ASSIGN_OR_RETURN(Stmt item, db_->prepare("SELECT job_id, prefill_s, decode_s FROM items WHERE id = ?"));
+  item.bind(1, item_id);
+  NJ_ASSIGN_OR_RETURN(bool row, item.step());
+  if (!row) return internal_error("finished item " + std::to_string(item_id) + " vanished");
+  const int64_t job_id = item.int64(0);
+  const double prefill_s = item.real(1), decode_s = item.real(2);
+  item.reset();
+
+  NJ_ASSIGN_OR_RETURN(Stmt ins, db_->prepare("INSERT INTO results (item_id, finish_reason, prompt_tokens, "
+                                             "output_tokens, output_ids, output_text, prefill_s, decode_s, "
+                                             "created_at) VALUES (?,?,?,?,?,?,?,?,?)"));
+  ins.bind(1, item_id).bind(2, result.finish_reason).bind(3, result.prompt_tokens);
+  ins.bind(4, static_cast<int64_t>(output.size())).bind_blob(5, ids_to_blob(output)).bind(6, result.output_text);
+  NJ_RETURN_IF_ERROR(ins.bind(7, prefill_s).bind(8, decode_s).bind(9, now).run());
+
+  NJ_ASSIGN_OR_RETURN(Stmt done, db_->prepare("UPDATE items SET state = 'done', lease_owner = NULL, "
+                                              "lease_expires = NULL, finished_at = ? WHERE id = ?"));
+  NJ_RETURN_IF_ERROR(done.bind(1, now).bind(2, item_id).run());
+
+  NJ_ASSIGN_OR_RETURN(Stmt del, db_->prepare("DELETE FROM checkpoints WHERE item_id = ?"));
+  NJ_RETURN_IF_ERROR(del.bind(1, item_id).run());
+  NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, item_id, "done",
+                                  nlohmann::json{{"owner", owner}, {"output_tokens", output.size()}}.dump()));
+  NJ_RETURN_IF_ERROR(txn->commit());
+  return true;
+}
+
+Result<bool> JobStore::release_item(int64_t item_id, const std::string& owner, const Progress& progress,
+                                    const std::string& detail_json) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
+  NJ_ASSIGN_OR_RETURN(bool owned, write_progress(item_id, owner, progress, lease_s_));
+  if (!owned) return false;
+  NJ_ASSIGN_OR_RETURN(Stmt u, db_->prepare("UPDATE items SET state = 'queued', lease_owner = NULL, "
+                                           "lease_expires = NULL WHERE id = ? RETURNING job_id"));
+  u.bind(1, item_id);
+  NJ_ASSIGN_OR_RETURN(bool row, u.step());
+  const int64_t job_id = row ? u.int64(0) : 0;
+  u.reset();
+  NJ_RETURN_IF_ERROR(insert_event(*db_, clock_(), job_id, item_id, "released", detail_json));
+  NJ_RETURN_IF_ERROR(txn->commit());
+  return true;
+}
+
+Result<std::optional<ItemState>> JobStore::fail_attempt(int64_t item_id, const std::string& owner,
+                                                        const Progress& progress, const std::string& error) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
+  NJ_ASSIGN_OR_RETURN(bool owned, write_progress(item_id, owner, progress, lease_s_));
+  if (!owned) return std::optional<ItemState>();
+  const double now = clock_();
+  NJ_ASSIGN_OR_RETURN(Stmt q, db_->prepare("SELECT i.attempts, j.max_attempts, i.job_id FROM items i "
+                                           "JOIN jobs j ON j.id = i.job_id WHERE i.id = ?"));
+  q.bind(1, item_id);
+  NJ_ASSIGN_OR_RETURN(bool row, q.step());
+  if (!row) return internal_error("item " + std::to_string(item_id) + " vanished");
+  const int attempts = static_cast<int>(q.int64(0)) + 1;
+  const bool fail = attempts >= q.int64(1);
+  const int64_t job_id = q.int64(2);
+  q.reset();
+  NJ_ASSIGN_OR_RETURN(Stmt u, db_->prepare("UPDATE items SET state = ?, attempts = ?, last_error = ?, "
+                                           "lease_owner = NULL, lease_expires = NULL, finished_at = ? WHERE id = ?"));
+  u.bind(1, fail ? "failed" : "queued").bind(2, attempts).bind(3, error);
+  if (fail) u.bind(4, now);
+  else u.bind_null(4);
+  NJ_RETURN_IF_ERROR(u.bind(5, item_id).run());
+  NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, item_id, fail ? "failed" : "attempt_failed",
+                                  nlohmann::json{{"owner", owner}, {"attempts", attempts}, {"error", error}}.dump()));
+  NJ_RETURN_IF_ERROR(txn->commit());
+  return std::optional<ItemState>(fail ? ItemState::kFailed : ItemState::kQueued);
+}
+
+}  // namespace nj::runner
