@@ -43,8 +43,7 @@ Status check_spec_against_config(JobSpec& spec, const ModelConfig& config) {
 Status bind_spec_to_model(JobSpec& spec) {
   auto config = load_model_config(spec.model_dir);
   if (!config.ok())
-    return invalid_argument(spec.model_where + ": model: '" + spec.model_dir +
-                            "' is not a usable model directory: " + config.status().message());
+    return invalid_argument(spec.model_where + ": model: " + config.status().message());
   return check_spec_against_config(spec, *config);
 }
 

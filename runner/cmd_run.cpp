@@ -56,6 +56,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
   sub->add_option("--log-seconds", a->log_interval_s,
                   "Progress log line interval when stderr is not a terminal (default 30)")->check(CLI::PositiveNumber);
   table.emplace_back(sub, [a, &global]() -> int {
+    StopControl::install_signal_handlers();  // first: a signal during start-up stops gracefully too
     auto home = resolve_home(a->home);
     if (!home.ok()) return report_usage_error("--home", home.status());
     std::optional<std::time_t> deadline;
@@ -71,7 +72,6 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
     const bool tty = isatty(STDERR_FILENO) && global.verbosity >= 0;
     auto status_line = setup_run_logging(tty, global.verbosity, home->log_path());
     ProgressReporter progress(status_line, a->log_interval_s);
-    StopControl::install_signal_handlers();
     StopControl stop(deadline, a->until);
     SchedulerOptions options = a->sched;
     options.drain = a->drain;

@@ -1,0 +1,200 @@
+// The store's work queue: claim order, exclusive claims across connections, stale leases,
+// lease-guarded writes, and the transitions an item run makes.
+#include <catch2/catch.hpp>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "runner/store/job_store.h"
+#include "tests/unit/runner/store_test_util.h"
+#include "tests/unit/state/state_test_util.h"
+
+namespace nj::runner {
+namespace {
+
+using testing::TempDir;
+
+std::vector<int32_t> ids(std::initializer_list<int32_t> l) { return l; }
+
+TEST_CASE("claims follow job priority, then job order, then spec order", "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  REQUIRE(s->submit(test_job("first", 2)).ok());
+  REQUIRE(s->submit(test_job("urgent", 2, 3, /*priority=*/5)).ok());
+  REQUIRE(s->submit(test_job("second", 1)).ok());
+  std::vector<std::string> order;
+  for (;;) {
+    auto c = s->claim_next("me", 60, alive_all);
+    REQUIRE(c.ok());
+    if (!*c) break;
+    order.push_back((*c)->job.name + "/" + (*c)->item.custom_id);
+    REQUIRE(*s->finish_item((*c)->item.id, "me", Progress{}, NewResult{"length", 2, std::nullopt}));
+  }
+  CHECK(order == std::vector<std::string>{"urgent/item-0", "urgent/item-1", "first/item-0", "first/item-1",
+                                          "second/item-0"});
+}
+
+TEST_CASE("two connections claiming at once never take the same item", "[runner][queue]") {
+  TempDir dir;
+  {
+    auto s = JobStore::open(dir.file("s.db"), true);
+    REQUIRE(s.ok());
+    REQUIRE((*s)->submit(test_job("many", 60)).ok());
+  }
+  std::mutex mu;
+  std::vector<int64_t> taken;
+  auto worker = [&](std::string owner) {
+    auto s = JobStore::open(dir.file("s.db"), false);
+    REQUIRE(s.ok());
+    for (;;) {
+      auto c = (*s)->claim_next(owner, 60, alive_all);
+      REQUIRE(c.ok());
+      if (!*c) return;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        taken.push_back((*c)->item.id);
+      }
+      REQUIRE(*(*s)->finish_item((*c)->item.id, owner, Progress{0, ids({7}), 0, 0}, NewResult{"length", 2, {}}));
+    }
+  };
+  std::thread a(worker, "host/1/1"), b(worker, "host/2/2");
+  a.join();
+  b.join();
+  CHECK(taken.size() == 60);
+  CHECK(std::set<int64_t>(taken.begin(), taken.end()).size() == 60);
+}
+
+TEST_CASE("a lease held by a dead process is reclaimed at once with attempts + 1", "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  REQUIRE(s->submit(test_job("j", 1, /*max_attempts=*/2)).ok());
+  auto first = s->claim_next("host/100/5", 600, alive_all);
+  REQUIRE(*first);
+  REQUIRE(*s->append_tokens((*first)->item.id, "host/100/5", Progress{0, ids({4, 5}), 0.5, 0.25}));
+
+  // While the owner lives and the lease holds, nobody else gets the item.
+  CHECK_FALSE(*s->claim_next("host/200/6", 600, alive_all));
+  // The owner is gone: reclaimed now, tokens kept, attempts counted.
+  auto second = s->claim_next("host/200/6", 600, alive_none);
+  REQUIRE(*second);
+  CHECK((*second)->item.id == (*first)->item.id);
+  CHECK((*second)->item.attempts == 1);
+  CHECK((*second)->item.claims == 2);
+  CHECK((*second)->tokens == ids({4, 5}));
+  CHECK((*second)->item.last_error->find("host/100/5 died") != std::string::npos);
+  // The dead owner's writes are refused and change nothing.
+  CHECK_FALSE(*s->append_tokens((*first)->item.id, "host/100/5", Progress{2, ids({9}), 0, 0}));
+  CHECK(*s->tokens((*first)->item.id) == ids({4, 5}));
+
+  // Dying again reaches max_attempts: the item fails with the error kept, no more claims.
+  CHECK_FALSE(*s->claim_next("host/300/7", 600, alive_none));
+  auto items = *s->items((*first)->job.id);
+  CHECK(items[0].state == ItemState::kFailed);
+  CHECK(items[0].attempts == 2);
+  CHECK(items[0].last_error->find("host/200/6 died") != std::string::npos);
+  CHECK(s->events(std::nullopt, items[0].id)->back().kind == "failed");
+}
+
+TEST_CASE("an expired lease is reclaimed; a heartbeat keeps it", "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  REQUIRE(s->submit(test_job("j", 1)).ok());
+  auto c = s->claim_next("host/1/1", 60, alive_all);
+  REQUIRE(*c);
+  const int64_t id = (*c)->item.id;
+  now += 50;
+  CHECK(*s->heartbeat(id, "host/1/1", 60));  // now expires at 1110
+  now += 50;
+  CHECK_FALSE(*s->claim_next("host/2/2", 60, alive_all));
+  now += 20;
+  auto taken = s->claim_next("host/2/2", 60, alive_all);
+  REQUIRE(*taken);
+  CHECK((*taken)->item.attempts == 1);
+  CHECK((*taken)->item.last_error->find("expired") != std::string::npos);
+  CHECK_FALSE(*s->heartbeat(id, "host/1/1", 60));
+}
+
+TEST_CASE("tokens must continue the stored ones", "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  REQUIRE(s->submit(test_job("j", 1)).ok());
+  auto c = s->claim_next("me", 60, alive_all);
+  const int64_t id = (*c)->item.id;
+  REQUIRE(*s->append_tokens(id, "me", Progress{0, ids({1, 2, 3}), 0, 0}));
+  auto gap = s->append_tokens(id, "me", Progress{5, ids({6}), 0, 0});
+  REQUIRE_FALSE(gap.ok());
+  CHECK(gap.status().code() == StatusCode::kInternal);
+  REQUIRE(*s->append_tokens(id, "me", Progress{3, ids({4}), 0, 0}));
+  CHECK(*s->tokens(id) == ids({1, 2, 3, 4}));
+}
+
+TEST_CASE("finish stores the result with the done state, once", "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  REQUIRE(s->submit(test_job("j", 1)).ok());
+  auto c = s->claim_next("me", 60, alive_all);
+  const int64_t id = (*c)->item.id;
+  REQUIRE(*s->append_tokens(id, "me", Progress{0, ids({10, 11}), 1.0, 0.5}));
+  REQUIRE(*s->add_checkpoint(id, "me", Progress{2, ids({12}), 0, 0.25}, NewCheckpoint{5, 3, "cp/a", 100}));
+  CHECK(s->checkpoints(id)->size() == 1);
+  REQUIRE(*s->add_checkpoint(id, "me", Progress{3, {}, 0, 0}, NewCheckpoint{6, 3, "cp/a", 120}));
+  auto cps = *s->checkpoints(id);
+  REQUIRE(cps.size() == 1);  // one checkpoint per item: the newest
+  CHECK(cps[0].position == 6);
+
+  REQUIRE(*s->finish_item(id, "me", Progress{3, ids({13}), 0, 0.25}, NewResult{"length", 2, std::nullopt}));
+  auto r = *s->result(id);
+  REQUIRE(r);
+  CHECK(r->output_ids == ids({10, 11, 12, 13}));
+  CHECK(r->output_tokens == 4);
+  CHECK(r->prompt_tokens == 2);
+  CHECK(r->prefill_s == Approx(1.0));
+  CHECK(r->decode_s == Approx(1.0));
+  CHECK(s->checkpoints(id)->empty());
+  auto item = (*s->items((*c)->job.id))[0];
+  CHECK(item.state == ItemState::kDone);
+  CHECK(!item.lease_owner);
+  // A second finish (say, a stale process) is refused: the lease is gone.
+  CHECK_FALSE(*s->finish_item(id, "me", Progress{4, {}, 0, 0}, NewResult{"length", 2, std::nullopt}));
+  CHECK_FALSE(*s->claim_next("me", 60, alive_all));
+}
+
+TEST_CASE("a graceful release keeps attempts; failed attempts count up to max_attempts", "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  REQUIRE(s->submit(test_job("j", 1, /*max_attempts=*/2)).ok());
+  auto c = s->claim_next("me", 60, alive_all);
+  const int64_t id = (*c)->item.id;
+  REQUIRE(*s->release_item(id, "me", Progress{0, ids({1}), 0, 0}, R"({"reason":"SIGTERM"})"));
+  c = s->claim_next("me", 60, alive_all);
+  CHECK((*c)->item.attempts == 0);
+  CHECK((*c)->tokens == ids({1}));
+  CHECK(s->fail_attempt(id, "me", Progress{1, ids({2}), 0, 0}, "engine error")->value() == ItemState::kQueued);
+  c = s->claim_next("me", 60, alive_all);
+  CHECK((*c)->item.attempts == 1);
+  CHECK((*c)->item.last_error == std::optional<std::string>("engine error"));
+  CHECK(s->fail_attempt(id, "me", Progress{2, {}, 0, 0}, "engine error again")->value() == ItemState::kFailed);
+  CHECK(*s->tokens(id) == ids({1, 2}));
+  CHECK_FALSE(*s->claim_next("me", 60, alive_all));
+}
+
+TEST_CASE("a lease recorded in this process's own name is stale when it claims", "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  REQUIRE(s->submit(test_job("j", 1)).ok());
+  auto c = s->claim_next("me", 60, alive_all);
+  REQUIRE(*c);
+  auto again = s->claim_next("me", 60, alive_all);  // an attempt that never released
+  REQUIRE(*again);
+  CHECK((*again)->item.attempts == 1);
+}
+
+}  // namespace
+}  // namespace nj::runner
