@@ -53,7 +53,7 @@ class FaultFile final : public WritableFile {
   }
   Status sync() override {
     if (auto f = env_.begin(FsOp::kSync, path())) return Status(f->code, path() + ": injected fdatasync failure");
-    NJ_RETURN_IF_ERROR(inner_->sync());
+    if (env_.os_sync_) NJ_RETURN_IF_ERROR(inner_->sync());
     track().synced_size = track().size;
     return Status();
   }
@@ -128,7 +128,7 @@ Status FaultEnv::rename(const std::string& from, const std::string& to) {
 
 Status FaultEnv::sync_dir(const std::string& dir) {
   if (auto f = begin(FsOp::kSyncDir, dir)) return Status(f->code, dir + ": injected directory fsync failure");
-  NJ_RETURN_IF_ERROR(target()->sync_dir(dir));
+  if (os_sync_) NJ_RETURN_IF_ERROR(target()->sync_dir(dir));
   std::erase_if(created_, [&](const std::string& p) { return dir_name(p) == dir; });
   std::erase_if(renames_, [&](const PendingRename& r) { return dir_name(r.to) == dir; });
   return Status();
