@@ -3,7 +3,10 @@
 // continuation equal to the uninterrupted run, appends that cost only the new positions,
 // new generations and their cleanup.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "engine/state/state_file.h"
 #include "engine/state/state_format.h"
@@ -225,6 +228,47 @@ TEST_CASE("the writer refuses a state that does not fit the model and writes not
   CHECK(s.code() == StatusCode::kInvalidArgument);
   CHECK(s.message().find("KDA layer 1 S") != std::string::npos);
   CHECK(dir.names().empty());
+}
+
+TEST_CASE("a checkpoint written by format version 1 still loads", "[state][compat]") {
+  // tests/unit/state/data/v1: written by the first version of the format (see made_by).
+  const std::string dir = std::string(NJ_SOURCE_DIR) + "/tests/unit/state/data/v1";
+  std::ifstream in(dir + "/expected.json");
+  REQUIRE(in.good());
+  const auto want = nlohmann::json::parse(in);
+  auto model = open_test_model(generated_model(want["model"]["preset"], want["model"]["seed"]));
+  StateCheckpoint cp = load_ok(dir + "/state.bin", *model);
+  CHECK(cp.state.position == want["position"].get<int64_t>());
+  CHECK(cp.state.tokens == want["tokens"].get<std::vector<int32_t>>());
+  CHECK(cp.sampler.params.temperature == want["temperature"].get<float>());
+  CHECK(cp.sampler.params.top_k == want["top_k"].get<int>());
+  CHECK(cp.sampler.params.top_p == want["top_p"].get<float>());
+  CHECK(cp.sampler.params.seed == want["seed"].get<uint64_t>());
+  CHECK(cp.sampler.rng.s == want["rng"].get<uint64_t>());
+  // The saved logits are the ones the model computes after these tokens (to within the
+  // tolerance the engine keeps against the reference, so kernel changes do not break it).
+  Session fresh(*model);
+  REQUIRE(fresh.feed(cp.state.tokens).ok());
+  REQUIRE(cp.state.last_logits.size() == fresh.last_logits().size());
+  double worst = 0;
+  for (size_t i = 0; i < cp.state.last_logits.size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::fabs(cp.state.last_logits[i] - fresh.last_logits()[i])));
+  CHECK(worst <= 1e-4);
+  // And every carried tensor lands where it belongs.
+  for (size_t l = 0; l < cp.state.layers.size(); ++l) {
+    const LayerState &got = cp.state.layers[l], &ref = fresh.state().layers[l];
+    auto close = [](const std::vector<float>& a, const std::vector<float>& b) {
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i)
+        if (std::fabs(a[i] - b[i]) > 1e-4f) return false;
+      return true;
+    };
+    INFO("layer " << l);
+    CHECK(close(got.S, ref.S));
+    CHECK(close(got.conv, ref.conv));
+    CHECK(close(got.latent, ref.latent));
+    CHECK(close(got.rope, ref.rope));
+  }
 }
 
 }  // namespace
