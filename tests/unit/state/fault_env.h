@@ -21,7 +21,7 @@
 
 #include "engine/io/env.h"
 
-namespace nj::testing {
+namespace nj::state_testing {
 
 enum class FsOp { kCreate, kOpenAppend, kAppend, kSync, kClose, kRename, kSyncDir, kRemove };
 const char* fs_op_name(FsOp op);
@@ -87,4 +87,4 @@ class FaultEnv : public EnvWrapper {
   std::vector<PendingRename> renames_;
 };
 
-}  // namespace nj::testing
+}  // namespace nj::state_testing

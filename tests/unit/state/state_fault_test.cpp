@@ -10,7 +10,7 @@
 #include "tests/unit/state/fault_env.h"
 #include "tests/unit/state/state_test_util.h"
 
-namespace nj::testing {
+namespace nj::state_testing {
 namespace {
 
 const std::vector<int32_t> kPrompt = {3, 7, 11};
@@ -23,9 +23,12 @@ enum class Scenario {
 };
 const char* scenario_name(Scenario s) {
   switch (s) {
-    case Scenario::kFirstSave: return "first save";
-    case Scenario::kAppend: return "append";
-    case Scenario::kNewGeneration: return "new generation";
+    case Scenario::kFirstSave:
+      return "first save";
+    case Scenario::kAppend:
+      return "append";
+    case Scenario::kNewGeneration:
+      return "new generation";
   }
   return "?";
 }
@@ -38,7 +41,8 @@ struct Setup {
     a = gen.checkpoint();
     writer = std::make_unique<StateFileWriter>(env, path());
     if (scenario != Scenario::kFirstSave) REQUIRE(writer->save(model, a.state, a.sampler).ok());
-    if (scenario == Scenario::kNewGeneration) writer = std::make_unique<StateFileWriter>(env, path());
+    if (scenario == Scenario::kNewGeneration)
+      writer = std::make_unique<StateFileWriter>(env, path());
     gen.step(5);
     b = gen.checkpoint();
     env.reset();
@@ -78,14 +82,17 @@ CleanSave clean_save(Model& model, Scenario scenario) {
       c.rename_op = i;
       renamed = true;
     }
-    if (renamed && c.log[i].find(" sync-dir ") != std::string::npos && c.commit_op == 0) c.commit_op = i;
+    if (renamed && c.log[i].find(" sync-dir ") != std::string::npos && c.commit_op == 0)
+      c.commit_op = i;
   }
   REQUIRE(renamed);
   REQUIRE(c.commit_op > c.rename_op);
   return c;
 }
 
-std::string previous(Scenario s) { return s == Scenario::kFirstSave ? "none" : "A"; }
+std::string previous(Scenario s) {
+  return s == Scenario::kFirstSave ? "none" : "A";
+}
 
 // After any failure, a save by a new writer succeeds and leaves only the head and its segment.
 void check_next_save_recovers(Model& model, Setup& s) {
@@ -144,7 +151,8 @@ TEST_CASE("a crash at any instant of a save leaves exactly the previous or the n
         if (power_loss) s.env.lose_unsynced();
         INFO(scenario_name(sc) << ": crash at operation "
                                << (i < clean.log.size() ? clean.log[i] : std::string("(none)"))
-                               << (power_loss ? ", then power loss" : "") << "\n" << st.to_string());
+                               << (power_loss ? ", then power loss" : "") << "\n"
+                               << st.to_string());
         CHECK(st.ok() == (i > clean.commit_op));
         // The new checkpoint exists once the head is renamed, and survives a power loss
         // once its directory is synced.
@@ -156,7 +164,8 @@ TEST_CASE("a crash at any instant of a save leaves exactly the previous or the n
   }
 }
 
-TEST_CASE("a disk that fills up in the middle of an append keeps the previous checkpoint", "[state][fault]") {
+TEST_CASE("a disk that fills up in the middle of an append keeps the previous checkpoint",
+          "[state][fault]") {
   auto model = open_test_model(generated_model("tiny"));
   Setup s(*model, Scenario::kAppend);
   // The B save starts by appending the record to the segment: header, tokens, MLA rows.
@@ -184,7 +193,8 @@ TEST_CASE("failing fsyncs fail the save and keep the previous checkpoint", "[sta
       Status st = s.writer->save(*model, s.b.state, s.b.sampler);
       INFO(st.to_string());
       CHECK(st.code() == StatusCode::kIOError);
-      CHECK(st.message().find(op == FsOp::kSync ? "fdatasync" : "directory fsync") != std::string::npos);
+      CHECK(st.message().find(op == FsOp::kSync ? "fdatasync" : "directory fsync") !=
+            std::string::npos);
       // An append syncs no directory before the head's rename: its failing directory
       // fsync is the one after it, which leaves the new head in place.
       const bool after_rename = op == FsOp::kSyncDir && sc == Scenario::kAppend;
@@ -194,4 +204,4 @@ TEST_CASE("failing fsyncs fail the save and keep the previous checkpoint", "[sta
 }
 
 }  // namespace
-}  // namespace nj::testing
+}  // namespace nj::state_testing

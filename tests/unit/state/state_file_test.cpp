@@ -13,7 +13,7 @@
 #include "tests/unit/state/fault_env.h"
 #include "tests/unit/state/state_test_util.h"
 
-namespace nj::testing {
+namespace nj::state_testing {
 namespace {
 
 const std::vector<int32_t> kPrompt = {3, 7, 11};
@@ -65,7 +65,8 @@ TEST_CASE("an empty state (position 0, no logits yet) round-trips", "[state]") {
   CHECK(got.state.last_logits.empty());
 }
 
-TEST_CASE("restoring at every cut point continues exactly like the uninterrupted run", "[state][resume]") {
+TEST_CASE("restoring at every cut point continues exactly like the uninterrupted run",
+          "[state][resume]") {
   auto model = open_test_model(generated_model("tiny"));
   TempDir dir;
   constexpr int kTokens = 32;
@@ -125,8 +126,9 @@ TEST_CASE("a later save by the same writer appends only the new positions", "[st
   CHECK(segment_count(dir) == 1);
 }
 
-TEST_CASE("a state that does not extend the last save starts a new generation and removes the old one",
-          "[state][append]") {
+TEST_CASE(
+    "a state that does not extend the last save starts a new generation and removes the old one",
+    "[state][append]") {
   auto model = open_test_model(generated_model("tiny"));
   TempDir dir;
   StateFileWriter w(*Env::posix(), dir.file("state"));
@@ -159,13 +161,15 @@ TEST_CASE("a changed MLA row already saved forces a new generation", "[state][ap
   StateCheckpoint cp = g.checkpoint();
   const int mla = state_format::shape_of(model->config()).mla_layers.front();
   const size_t kvl = static_cast<size_t>(model->config().kv_lora_rank);
-  cp.state.layers[static_cast<size_t>(mla)].latent[(kPrompt.size() + 4 - 1) * kvl] += 1.0f;  // last saved row
+  cp.state.layers[static_cast<size_t>(mla)].latent[(kPrompt.size() + 4 - 1) * kvl] +=
+      1.0f;  // last saved row
   save_ok(w, *model, cp);
   CHECK(w.last_save().full);
   CHECK(checkpoint_difference(load_ok(dir.file("state"), *model), cp) == "");
 }
 
-TEST_CASE("after max_records_per_segment appends the writer rewrites the segment", "[state][append]") {
+TEST_CASE("after max_records_per_segment appends the writer rewrites the segment",
+          "[state][append]") {
   auto model = open_test_model(generated_model("tiny"));
   TempDir dir;
   StateFileWriter w(*Env::posix(), dir.file("state"), StateFileWriterOptions{3});
@@ -185,8 +189,8 @@ TEST_CASE("after max_records_per_segment appends the writer rewrites the segment
 TEST_CASE("a new generation removes stale segments of the same checkpoint only", "[state]") {
   auto model = open_test_model(generated_model("tiny"));
   TempDir dir;
-  const std::vector<std::string> keep = {"other.seg-0123456789abcdef", "state.seg-0123", "state.segment",
-                                         "state.seg-0123456789abcdeg"};
+  const std::vector<std::string> keep = {"other.seg-0123456789abcdef", "state.seg-0123",
+                                         "state.segment", "state.seg-0123456789abcdeg"};
   for (const auto& n : keep) write_bytes(dir.file(n), "x");
   write_bytes(dir.file("state.seg-0123456789abcdef"), "stale");
   write_bytes(dir.file("state.seg-fedcba9876543210.tmp"), "stale temp");
@@ -252,7 +256,8 @@ TEST_CASE("a checkpoint written by format version 1 still loads", "[state][compa
   REQUIRE(cp.state.last_logits.size() == fresh.last_logits().size());
   double worst = 0;
   for (size_t i = 0; i < cp.state.last_logits.size(); ++i)
-    worst = std::max(worst, static_cast<double>(std::fabs(cp.state.last_logits[i] - fresh.last_logits()[i])));
+    worst = std::max(
+        worst, static_cast<double>(std::fabs(cp.state.last_logits[i] - fresh.last_logits()[i])));
   CHECK(worst <= 1e-4);
   // And every carried tensor lands where it belongs.
   for (size_t l = 0; l < cp.state.layers.size(); ++l) {
@@ -272,4 +277,4 @@ TEST_CASE("a checkpoint written by format version 1 still loads", "[state][compa
 }
 
 }  // namespace
-}  // namespace nj::testing
+}  // namespace nj::state_testing
