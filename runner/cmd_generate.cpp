@@ -48,8 +48,8 @@ struct SamplingFlags {
 // silent change would make the continuation differ from the uninterrupted run). With
 // --override-sampling the given flags replace the saved settings; --seed then restarts
 // the RNG from that seed, otherwise the saved RNG state continues.
-Result<Sampler> resumed_sampler(const SamplerSnapshot& saved, const SamplingParams& given, const SamplingFlags& f,
-                                bool override_sampling) {
+Result<Sampler> resumed_sampler(const SamplerSnapshot& saved, const SamplingParams& given,
+                                const SamplingFlags& f, bool override_sampling) {
   SamplingParams p = saved.params;
   struct Flag {
     CLI::Option* opt;
@@ -65,8 +65,9 @@ Result<Sampler> resumed_sampler(const SamplerSnapshot& saved, const SamplingPara
   if (!override_sampling) {
     for (const Flag& fl : flags)
       if (fl.opt->count() > 0 && fl.differs)
-        return invalid_argument(fl.opt->get_name() + " differs from the checkpoint's setting (" + fl.saved_text +
-                                "); pass --override-sampling to change sampling settings when resuming");
+        return invalid_argument(
+            fl.opt->get_name() + " differs from the checkpoint's setting (" + fl.saved_text +
+            "); pass --override-sampling to change sampling settings when resuming");
     Sampler s(p);
     s.set_rng(saved.rng);
     return s;
@@ -98,35 +99,43 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
   };
   auto a = std::make_shared<Args>();
   auto flags = std::make_shared<SamplingFlags>();
-  CLI::App* sub = app.add_subcommand("generate", "Generate tokens after a prompt, or continue a saved state");
+  CLI::App* sub =
+      app.add_subcommand("generate", "Generate tokens after a prompt, or continue a saved state");
   add_model_options(*sub, a->model);
-  sub->add_option("--prompt-ids", a->prompt_ids, "Prompt as token ids, e.g. 3,7,11 (required unless --load-state)");
+  sub->add_option("--prompt-ids", a->prompt_ids,
+                  "Prompt as token ids, e.g. 3,7,11 (required unless --load-state)");
   sub->add_option("--max-tokens", a->max_tokens, "Tokens to generate (default 16)")->check(CLI::NonNegativeNumber);
   flags->temperature = sub->add_option("--temperature", a->temperature, "0 = greedy (default)");
-  flags->top_k = sub->add_option("--top-k", a->top_k, "Sample among the k most likely tokens (0 = all)");
+  flags->top_k =
+      sub->add_option("--top-k", a->top_k, "Sample among the k most likely tokens (0 = all)");
   flags->top_p = sub->add_option("--top-p", a->top_p, "Nucleus sampling mass (default 1 = off)");
   flags->seed = sub->add_option("--seed", a->seed, "RNG seed for sampling (default 0)");
   sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
   sub->add_option("--save-state", a->save_state,
                   "After the last token, feed it and save the sequence state and sampler to FILE "
                   "(plus FILE.seg-*; costs one more forward pass)");
-  sub->add_option("--load-state", a->load_state,
-                  "Continue the sequence saved in FILE instead of reading a prompt; output_ids holds only the "
-                  "new tokens. Sampling settings come from FILE; a flag that differs is an error unless "
-                  "--override-sampling");
-  sub->add_flag("--override-sampling", a->override_sampling,
-                "With --load-state: use the given sampling flags instead of the saved ones (--seed restarts "
-                "the RNG; without it the saved RNG state continues)");
+  sub->add_option(
+      "--load-state", a->load_state,
+      "Continue the sequence saved in FILE instead of reading a prompt; output_ids holds only the "
+      "new tokens. Sampling settings come from FILE; a flag that differs is an error unless "
+      "--override-sampling");
+  sub->add_flag(
+      "--override-sampling", a->override_sampling,
+      "With --load-state: use the given sampling flags instead of the saved ones (--seed restarts "
+      "the RNG; without it the saved RNG state continues)");
   table.emplace_back(sub, [a, flags]() -> int {
     const bool resume = !a->load_state.empty();
     if (resume && !a->prompt_ids.empty())
-      return report_usage_error("--prompt-ids", invalid_argument("cannot be combined with --load-state (the saved "
-                                                                 "state already holds the sequence)"));
+      return report_usage_error("--prompt-ids",
+                                invalid_argument("cannot be combined with --load-state (the saved "
+                                                 "state already holds the sequence)"));
     if (!resume && a->prompt_ids.empty())
-      return report_usage_error("--prompt-ids", invalid_argument("required (or --load-state FILE to continue a "
-                                                                 "saved sequence)"));
+      return report_usage_error("--prompt-ids",
+                                invalid_argument("required (or --load-state FILE to continue a "
+                                                 "saved sequence)"));
     if (!resume && a->override_sampling)
-      return report_usage_error("--override-sampling", invalid_argument("only applies with --load-state"));
+      return report_usage_error("--override-sampling",
+                                invalid_argument("only applies with --load-state"));
     std::vector<int32_t> prompt;
     if (!resume) {
       auto parsed = parse_id_list(a->prompt_ids);
@@ -174,7 +183,8 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     if (save) {
       auto t_save = Clock::now();
       StateFileWriter writer(*Env::posix(), a->save_state);
-      if (Status s = writer.save(**model, session.state(), {sampler.params(), sampler.rng()}); !s.ok())
+      if (Status s = writer.save(**model, session.state(), {sampler.params(), sampler.rng()});
+          !s.ok())
         return report_failure(s);
       const StateSaveStats& st = writer.last_save();
       saved = {{"path", a->save_state},
@@ -197,8 +207,8 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     } else {
       for (size_t i = 0; i < out.size(); ++i) std::printf("%s%d", i ? " " : "", out[i]);
       std::printf("\n");
-      spdlog::info("prefill {} tokens in {:.3f} s; {} decode steps in {:.3f} s", prompt.size(), prefill_s,
-                   decode_steps, decode_s);
+      spdlog::info("prefill {} tokens in {:.3f} s; {} decode steps in {:.3f} s", prompt.size(),
+                   prefill_s, decode_steps, decode_s);
       if (save) spdlog::info("state at position {} saved to {}", session.position(), a->save_state);
     }
     return kExitOk;

@@ -3,7 +3,9 @@
 
 namespace nj {
 
-std::string durable_temp_path(const std::string& path) { return path + ".tmp"; }
+std::string durable_temp_path(const std::string& path) {
+  return path + ".tmp";
+}
 
 Status write_file_durably(Env& env, const std::string& path, const FileFiller& fill) {
   const std::string tmp = durable_temp_path(path);
@@ -18,7 +20,8 @@ Status write_file_durably(Env& env, const std::string& path, const FileFiller& f
   if (Status s = (*file)->close(); !s.ok()) return fail(s, "close");
   if (Status s = env.rename(tmp, path); !s.ok()) return fail(s, "rename");
   if (Status s = env.sync_dir(dir_name(path)); !s.ok())
-    return s.with_context(std::string("writing ") + path + " durably (fsync directory after rename)");
+    return s.with_context(std::string("writing ") + path +
+                          " durably (fsync directory after rename)");
   return Status();
 }
 

@@ -71,11 +71,17 @@ class EnvWrapper : public Env {
   Result<std::unique_ptr<WritableFile>> new_appendable_file(const std::string& p) override {
     return target_->new_appendable_file(p);
   }
-  Result<std::unique_ptr<RandomAccessFile>> open_read(const std::string& p) override { return target_->open_read(p); }
-  Status rename(const std::string& f, const std::string& t) override { return target_->rename(f, t); }
+  Result<std::unique_ptr<RandomAccessFile>> open_read(const std::string& p) override {
+    return target_->open_read(p);
+  }
+  Status rename(const std::string& f, const std::string& t) override {
+    return target_->rename(f, t);
+  }
   Status sync_dir(const std::string& d) override { return target_->sync_dir(d); }
   Status remove(const std::string& p) override { return target_->remove(p); }
-  Result<std::vector<std::string>> children(const std::string& d) override { return target_->children(d); }
+  Result<std::vector<std::string>> children(const std::string& d) override {
+    return target_->children(d);
+  }
   bool exists(const std::string& p) override { return target_->exists(p); }
 
  private:

@@ -48,9 +48,9 @@ struct StateCheckpoint {
 
 // What one save wrote (for logs, tests and benchmarks).
 struct StateSaveStats {
-  bool full = false;              // a new generation: the whole segment was written
-  uint64_t head_bytes = 0;        // bytes of the head file
-  uint64_t segment_bytes = 0;     // bytes written to the segment by this save
+  bool full = false;                 // a new generation: the whole segment was written
+  uint64_t head_bytes = 0;           // bytes of the head file
+  uint64_t segment_bytes = 0;        // bytes written to the segment by this save
   uint64_t segment_total_bytes = 0;  // committed length of the segment afterwards
 };
 
@@ -100,12 +100,14 @@ class StateFileWriter {
 
  private:
   struct Written;
-  bool can_append(const state_format::StateShape& shape, uint64_t fingerprint, const SequenceState& s) const;
-  Status start_generation(const state_format::StateShape& shape, uint64_t fingerprint, const SequenceState& s,
+  bool can_append(const state_format::StateShape& shape, uint64_t fingerprint,
+                  const SequenceState& s) const;
+  Status start_generation(const state_format::StateShape& shape, uint64_t fingerprint,
+                          const SequenceState& s, StateSaveStats& stats);
+  Status append_positions(const state_format::StateShape& shape, const SequenceState& s,
                           StateSaveStats& stats);
-  Status append_positions(const state_format::StateShape& shape, const SequenceState& s, StateSaveStats& stats);
-  Status write_head(const state_format::StateShape& shape, uint64_t fingerprint, const SequenceState& s,
-                    const SamplerSnapshot& sampler, StateSaveStats& stats);
+  Status write_head(const state_format::StateShape& shape, uint64_t fingerprint,
+                    const SequenceState& s, const SamplerSnapshot& sampler, StateSaveStats& stats);
   void remember(const state_format::StateShape& shape, const SequenceState& s);
   void remove_stale_segments();
 
@@ -127,7 +129,7 @@ class StateFileWriter {
 //   IOError             the OS failed a read
 // Never returns a partially verified state.
 Result<StateCheckpoint> load_state_file(Env& env, const std::string& path, const Model& model);
-Result<StateCheckpoint> load_state_file(Env& env, const std::string& path, const ModelConfig& config,
-                                        uint64_t fingerprint);
+Result<StateCheckpoint> load_state_file(Env& env, const std::string& path,
+                                        const ModelConfig& config, uint64_t fingerprint);
 
 }  // namespace nj

@@ -82,20 +82,23 @@ Dest dest(std::vector<T>& v, size_t first, size_t count) {
 // Reads one file of a checkpoint, with errors naming it.
 class Reader {
  public:
-  Reader(std::unique_ptr<RandomAccessFile> f, std::string what) : f_(std::move(f)), what_(std::move(what)) {}
+  Reader(std::unique_ptr<RandomAccessFile> f, std::string what)
+      : f_(std::move(f)), what_(std::move(what)) {}
 
   uint64_t size() const { return f_->size(); }
   Status corrupt(const std::string& m) const { return corruption(what_ + ": " + m); }
 
   // Reads dests in order starting at `offset`, hashing them into `h`. `limit` is where
   // the readable part ends (file size or committed length); `part` names what is read.
-  Status read(uint64_t offset, std::initializer_list<Dest> dests, Hasher* h, uint64_t limit, const std::string& part) {
+  Status read(uint64_t offset, std::initializer_list<Dest> dests, Hasher* h, uint64_t limit,
+              const std::string& part) {
     uint64_t n = 0;
     for (const Dest& d : dests) n += d.n;
     if (offset > limit || n > limit - offset)
       return corrupt("truncated: " + part + " needs " + std::to_string(n) + " bytes at offset " +
                      std::to_string(offset) + " but " +
-                     (limit == size() ? "the file ends at " : "the committed part ends at ") + std::to_string(limit));
+                     (limit == size() ? "the file ends at " : "the committed part ends at ") +
+                     std::to_string(limit));
     for (const Dest& d : dests) {
       if (d.n == 0) continue;
       NJ_RETURN_IF_ERROR(f_->read_at(offset, d.p, d.n));
@@ -119,7 +122,8 @@ struct SegmentRef {
 Status read_section(Reader& r, uint64_t& off, uint32_t tag, uint32_t index, uint64_t want_len,
                     std::initializer_list<Dest> dests, const std::string& name) {
   char hdr[kSectionHeaderBytes];
-  NJ_RETURN_IF_ERROR(r.read(off, {{hdr, sizeof hdr}}, nullptr, r.size(), "the header of section " + name));
+  NJ_RETURN_IF_ERROR(
+      r.read(off, {{hdr, sizeof hdr}}, nullptr, r.size(), "the header of section " + name));
   const uint32_t got_tag = get_u32(hdr), got_index = get_u32(hdr + 4);
   const uint64_t len = get_u64(hdr + 8), hash = get_u64(hdr + 16);
   if (got_tag != tag || got_index != index)
@@ -139,36 +143,40 @@ Status read_section(Reader& r, uint64_t& off, uint32_t tag, uint32_t index, uint
 Status read_segment_ref(Reader& r, uint64_t& off, SegmentRef& ref) {
   const std::string name = "'SEGM'";
   char hdr[kSectionHeaderBytes];
-  NJ_RETURN_IF_ERROR(r.read(off, {{hdr, sizeof hdr}}, nullptr, r.size(), "the header of section " + name));
+  NJ_RETURN_IF_ERROR(
+      r.read(off, {{hdr, sizeof hdr}}, nullptr, r.size(), "the header of section " + name));
   if (get_u32(hdr) != kTagSegment || get_u32(hdr + 4) != 0)
     return r.corrupt("expected section " + name + " at offset " + std::to_string(off) + ", found " +
                      tag_name(get_u32(hdr)) + " index " + std::to_string(get_u32(hdr + 4)));
   const uint64_t len = get_u64(hdr + 8);
   if (len <= kSegmentRefFixedBytes || len > kSegmentRefFixedBytes + kMaxSegmentNameBytes)
-    return r.corrupt("inconsistent lengths: section " + name + " is " + std::to_string(len) + " bytes, expected " +
-                     std::to_string(kSegmentRefFixedBytes + 1) + ".." +
+    return r.corrupt("inconsistent lengths: section " + name + " is " + std::to_string(len) +
+                     " bytes, expected " + std::to_string(kSegmentRefFixedBytes + 1) + ".." +
                      std::to_string(kSegmentRefFixedBytes + kMaxSegmentNameBytes));
   std::string payload(len, '\0');
   Hasher h;
   h.update(hdr, 16);
-  NJ_RETURN_IF_ERROR(r.read(off + sizeof hdr, {{payload.data(), len}}, &h, r.size(), "section " + name));
+  NJ_RETURN_IF_ERROR(
+      r.read(off + sizeof hdr, {{payload.data(), len}}, &h, r.size(), "section " + name));
   if (h.digest() != get_u64(hdr + 16)) return r.corrupt("checksum mismatch in section " + name);
   ref.committed_bytes = get_u64(payload.data());
   ref.record_count = get_u64(payload.data() + 8);
   ref.chain = get_u64(payload.data() + 16);
   const uint32_t name_bytes = get_u32(payload.data() + 24);
   if (name_bytes != len - kSegmentRefFixedBytes)
-    return r.corrupt("inconsistent lengths: segment name of " + std::to_string(name_bytes) + " bytes in a section of " +
-                     std::to_string(len));
+    return r.corrupt("inconsistent lengths: segment name of " + std::to_string(name_bytes) +
+                     " bytes in a section of " + std::to_string(len));
   ref.name = payload.substr(kSegmentRefFixedBytes);
-  if (ref.name == "." || ref.name == ".." || ref.name.find_first_of(std::string("/\0", 2)) != std::string::npos)
+  if (ref.name == "." || ref.name == ".." ||
+      ref.name.find_first_of(std::string("/\0", 2)) != std::string::npos)
     return r.corrupt("invalid segment name '" + ref.name + "'");
   off += sizeof hdr + len;
   return Status();
 }
 
-Status read_segment(Env& env, const std::string& head_path, const StateShape& shape, uint64_t fingerprint,
-                    uint64_t generation, const SegmentRef& ref, SequenceState& s) {
+Status read_segment(Env& env, const std::string& head_path, const StateShape& shape,
+                    uint64_t fingerprint, uint64_t generation, const SegmentRef& ref,
+                    SequenceState& s) {
   const std::string path = dir_name(head_path) + "/" + ref.name;
   auto file = env.open_read(path);
   if (!file.ok()) {
@@ -179,14 +187,16 @@ Status read_segment(Env& env, const std::string& head_path, const StateShape& sh
   Reader r(std::move(*file), "state segment " + path);
   const uint64_t P = static_cast<uint64_t>(s.position), per_pos = shape.position_bytes();
   if (r.size() < ref.committed_bytes)
-    return r.corrupt("truncated: the file is " + std::to_string(r.size()) + " bytes, the head commits " +
-                     std::to_string(ref.committed_bytes));
+    return r.corrupt("truncated: the file is " + std::to_string(r.size()) +
+                     " bytes, the head commits " + std::to_string(ref.committed_bytes));
   // committed = header + record headers + P rows; checked before allocating P rows.
-  if (      static_cast<unsigned __int128>(ref.committed_bytes) !=
-          kSegmentHeaderBytes + static_cast<unsigned __int128>(kRecordHeaderBytes) * ref.record_count +
+  if (static_cast<unsigned __int128>(ref.committed_bytes) !=
+          kSegmentHeaderBytes +
+              static_cast<unsigned __int128>(kRecordHeaderBytes) * ref.record_count +
               static_cast<unsigned __int128>(P) * per_pos ||
       (P == 0) != (ref.record_count == 0))
-    return r.corrupt("inconsistent lengths: the head commits " + std::to_string(ref.committed_bytes) + " bytes in " +
+    return r.corrupt("inconsistent lengths: the head commits " +
+                     std::to_string(ref.committed_bytes) + " bytes in " +
                      std::to_string(ref.record_count) + " records for " + std::to_string(P) +
                      " positions of " + std::to_string(per_pos) + " bytes");
   const uint64_t limit = ref.committed_bytes;
@@ -196,19 +206,22 @@ Status read_segment(Env& env, const std::string& head_path, const StateShape& sh
   if (std::memcmp(hdr, kSegmentMagic, sizeof kSegmentMagic) != 0)
     return r.corrupt("not a Nightjar state segment (bad magic)");
   if (get_u32(hdr + 8) != kVersion)
-    return r.corrupt("unsupported segment version " + std::to_string(get_u32(hdr + 8)) + " (this build reads " +
-                     std::to_string(kVersion) + ")");
-  if (get_u64(hdr + 40) != hash64(hdr, 40)) return r.corrupt("checksum mismatch in the segment header");
+    return r.corrupt("unsupported segment version " + std::to_string(get_u32(hdr + 8)) +
+                     " (this build reads " + std::to_string(kVersion) + ")");
+  if (get_u64(hdr + 40) != hash64(hdr, 40))
+    return r.corrupt("checksum mismatch in the segment header");
   if (get_u32(hdr + 12) != kSegmentHeaderBytes)
     return r.corrupt("inconsistent lengths: header_bytes " + std::to_string(get_u32(hdr + 12)));
   if (get_u64(hdr + 16) != fingerprint || get_u64(hdr + 24) != generation)
-    return r.corrupt("the segment belongs to another checkpoint (fingerprint " + hex64(get_u64(hdr + 16)) +
-                     ", generation " + hex64(get_u64(hdr + 24)) + "; the head expects " + hex64(fingerprint) + ", " +
-                     hex64(generation) + ")");
-  if (get_u32(hdr + 32) != shape.kv_lora + shape.rope || get_u32(hdr + 36) != shape.mla_layers.size())
-    return r.corrupt("inconsistent lengths: rows of " + std::to_string(get_u32(hdr + 32)) + " floats in " +
-                     std::to_string(get_u32(hdr + 36)) + " MLA layers; the model has " +
-                     std::to_string(shape.kv_lora + shape.rope) + " in " + std::to_string(shape.mla_layers.size()));
+    return r.corrupt("the segment belongs to another checkpoint (fingerprint " +
+                     hex64(get_u64(hdr + 16)) + ", generation " + hex64(get_u64(hdr + 24)) +
+                     "; the head expects " + hex64(fingerprint) + ", " + hex64(generation) + ")");
+  if (get_u32(hdr + 32) != shape.kv_lora + shape.rope ||
+      get_u32(hdr + 36) != shape.mla_layers.size())
+    return r.corrupt("inconsistent lengths: rows of " + std::to_string(get_u32(hdr + 32)) +
+                     " floats in " + std::to_string(get_u32(hdr + 36)) +
+                     " MLA layers; the model has " + std::to_string(shape.kv_lora + shape.rope) +
+                     " in " + std::to_string(shape.mla_layers.size()));
 
   s.tokens.resize(P);
   for (int l : shape.mla_layers) {
@@ -222,38 +235,44 @@ Status read_segment(Env& env, const std::string& head_path, const StateShape& sh
     NJ_RETURN_IF_ERROR(r.read(off, {{rh, sizeof rh}}, nullptr, limit, "the header of " + name));
     const uint32_t count = get_u32(rh + 4);
     const uint64_t first = get_u64(rh + 8), payload_bytes = get_u64(rh + 16);
-    if (get_u32(rh) != kRecordMagic) return r.corrupt(name + " at offset " + std::to_string(off) + ": bad magic");
+    if (get_u32(rh) != kRecordMagic)
+      return r.corrupt(name + " at offset " + std::to_string(off) + ": bad magic");
     if (count == 0 || first != pos || count > P - pos || payload_bytes != count * per_pos)
-      return r.corrupt("inconsistent lengths: " + name + " holds " + std::to_string(count) + " positions from " +
-                       std::to_string(first) + " in " + std::to_string(payload_bytes) + " bytes; expected positions from " +
-                       std::to_string(pos) + " (of " + std::to_string(P) + ") at " + std::to_string(per_pos) +
-                       " bytes each");
+      return r.corrupt("inconsistent lengths: " + name + " holds " + std::to_string(count) +
+                       " positions from " + std::to_string(first) + " in " +
+                       std::to_string(payload_bytes) + " bytes; expected positions from " +
+                       std::to_string(pos) + " (of " + std::to_string(P) + ") at " +
+                       std::to_string(per_pos) + " bytes each");
     Hasher h(chain);
     h.update(rh, 24);
     const uint64_t payload_off = off + sizeof rh;
-    NJ_RETURN_IF_ERROR(r.read(payload_off, {dest(s.tokens, first, count)}, &h, limit, name + " tokens"));
+    NJ_RETURN_IF_ERROR(
+        r.read(payload_off, {dest(s.tokens, first, count)}, &h, limit, name + " tokens"));
     uint64_t o = payload_off + count * 4;
     for (int l : shape.mla_layers) {
       LayerState& ls = s.layers[static_cast<size_t>(l)];
-      NJ_RETURN_IF_ERROR(r.read(o, {dest(ls.latent, first * shape.kv_lora, count * shape.kv_lora),
-                                    dest(ls.rope, first * shape.rope, count * shape.rope)},
+      NJ_RETURN_IF_ERROR(r.read(o,
+                                {dest(ls.latent, first * shape.kv_lora, count * shape.kv_lora),
+                                 dest(ls.rope, first * shape.rope, count * shape.rope)},
                                 &h, limit, name + " MLA layer " + std::to_string(l)));
       o += count * (shape.kv_lora + shape.rope) * 4;
     }
     if (h.digest() != get_u64(rh + 24))
-      return r.corrupt("checksum mismatch in " + name + " (positions " + std::to_string(first) + ".." +
-                       std::to_string(first + count) + ")");
+      return r.corrupt("checksum mismatch in " + name + " (positions " + std::to_string(first) +
+                       ".." + std::to_string(first + count) + ")");
     chain = get_u64(rh + 24);
     pos += count;
     off = o;
   }
   if (pos != P || off != limit || chain != ref.chain)
-    return r.corrupt("the records do not match the head (" + std::to_string(pos) + " positions, chain " + hex64(chain) +
-                     "; the head commits " + std::to_string(P) + ", " + hex64(ref.chain) + ")");
+    return r.corrupt("the records do not match the head (" + std::to_string(pos) +
+                     " positions, chain " + hex64(chain) + "; the head commits " +
+                     std::to_string(P) + ", " + hex64(ref.chain) + ")");
   for (uint64_t i = 0; i < P; ++i)
     if (s.tokens[i] < 0 || static_cast<size_t>(s.tokens[i]) >= shape.vocab)
-      return r.corrupt("token id " + std::to_string(s.tokens[i]) + " at position " + std::to_string(i) +
-                       " is outside the vocabulary of " + std::to_string(shape.vocab));
+      return r.corrupt("token id " + std::to_string(s.tokens[i]) + " at position " +
+                       std::to_string(i) + " is outside the vocabulary of " +
+                       std::to_string(shape.vocab));
   return Status();
 }
 
@@ -263,12 +282,13 @@ Result<StateCheckpoint> load_state_file(Env& env, const std::string& path, const
   return load_state_file(env, path, model.config(), model.fingerprint());
 }
 
-Result<StateCheckpoint> load_state_file(Env& env, const std::string& path, const ModelConfig& config,
-                                        uint64_t fingerprint) {
+Result<StateCheckpoint> load_state_file(Env& env, const std::string& path,
+                                        const ModelConfig& config, uint64_t fingerprint) {
   const StateShape shape = shape_of(config);
   auto file = env.open_read(path);
   if (!file.ok()) {
-    if (file.status().code() == StatusCode::kNotFound) return not_found("state checkpoint " + path + ": no such file");
+    if (file.status().code() == StatusCode::kNotFound)
+      return not_found("state checkpoint " + path + ": no such file");
     return file.status();
   }
   Reader r(std::move(*file), "state checkpoint " + path);
@@ -277,24 +297,29 @@ Result<StateCheckpoint> load_state_file(Env& env, const std::string& path, const
   const size_t first = static_cast<size_t>(std::min<uint64_t>(r.size(), sizeof hdr));
   NJ_RETURN_IF_ERROR(r.read(0, {{hdr, first}}, nullptr, r.size(), "the header"));
   if (first < sizeof kHeadMagic || std::memcmp(hdr, kHeadMagic, sizeof kHeadMagic) != 0)
-    return r.corrupt(first < sizeof kHeadMagic ? "truncated: the file is " + std::to_string(first) + " bytes"
-                                               : "not a Nightjar state checkpoint (bad magic)");
+    return r.corrupt(first < sizeof kHeadMagic
+                         ? "truncated: the file is " + std::to_string(first) + " bytes"
+                         : "not a Nightjar state checkpoint (bad magic)");
   if (first < sizeof hdr)
-    return r.corrupt("truncated: the file is " + std::to_string(first) + " bytes, shorter than its header");
+    return r.corrupt("truncated: the file is " + std::to_string(first) +
+                     " bytes, shorter than its header");
   if (get_u32(hdr + 8) != kVersion)
     return failed_precondition("state checkpoint " + path + ": unsupported format version " +
                                std::to_string(get_u32(hdr + 8)) + " (this build reads version " +
-                               std::to_string(kVersion) + "; a newer Nightjar wrote it, or the header is damaged)");
+                               std::to_string(kVersion) +
+                               "; a newer Nightjar wrote it, or the header is damaged)");
   if (get_u64(hdr + 48) != hash64(hdr, 48)) return r.corrupt("checksum mismatch in the header");
   if (get_u32(hdr + 12) != kHeadHeaderBytes)
     return r.corrupt("inconsistent lengths: header_bytes " + std::to_string(get_u32(hdr + 12)));
   if (get_u64(hdr + 16) != fingerprint)
-    return failed_precondition("state checkpoint " + path + " was written for another model (fingerprint " +
-                               hex64(get_u64(hdr + 16)) + "; this model's is " + hex64(fingerprint) + ")");
+    return failed_precondition(
+        "state checkpoint " + path + " was written for another model (fingerprint " +
+        hex64(get_u64(hdr + 16)) + "; this model's is " + hex64(fingerprint) + ")");
   const uint64_t P = get_u64(hdr + 24), generation = get_u64(hdr + 32);
   const uint32_t section_count = get_u32(hdr + 40);
   if (section_count != 3 + shape.kda_layers.size())
-    return r.corrupt("inconsistent lengths: " + std::to_string(section_count) + " sections; this model's state has " +
+    return r.corrupt("inconsistent lengths: " + std::to_string(section_count) +
+                     " sections; this model's state has " +
                      std::to_string(3 + shape.kda_layers.size()));
   if (P > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     return r.corrupt("inconsistent lengths: position " + std::to_string(P));
@@ -305,28 +330,33 @@ Result<StateCheckpoint> load_state_file(Env& env, const std::string& path, const
   uint64_t off = kHeadHeaderBytes;
 
   char smp[kSamplerBytes];
-  NJ_RETURN_IF_ERROR(read_section(r, off, kTagSampler, 0, kSamplerBytes, {{smp, sizeof smp}}, "'SMPL'"));
+  NJ_RETURN_IF_ERROR(
+      read_section(r, off, kTagSampler, 0, kSamplerBytes, {{smp, sizeof smp}}, "'SMPL'"));
   SamplerSnapshot& sm = cp.sampler;
   sm.params.temperature = get_f32(smp);
   sm.params.top_k = static_cast<int>(get_u32(smp + 4));
   sm.params.top_p = get_f32(smp + 8);
   sm.params.seed = get_u64(smp + 16);
   sm.rng.s = get_u64(smp + 24);
-  if (Status v = validate_sampling(sm.params); !v.ok()) return r.corrupt("invalid sampler settings: " + v.message());
+  if (Status v = validate_sampling(sm.params); !v.ok())
+    return r.corrupt("invalid sampler settings: " + v.message());
 
   const size_t vocab = P == 0 ? 0 : shape.vocab;
   cp.state.last_logits.resize(vocab);
-  NJ_RETURN_IF_ERROR(read_section(r, off, kTagLogits, 0, vocab * 4, {dest(cp.state.last_logits, 0, vocab)}, "'LGTS'"));
+  NJ_RETURN_IF_ERROR(read_section(r, off, kTagLogits, 0, vocab * 4,
+                                  {dest(cp.state.last_logits, 0, vocab)}, "'LGTS'"));
   for (int l : shape.kda_layers) {
     LayerState& ls = cp.state.layers[static_cast<size_t>(l)];
-    NJ_RETURN_IF_ERROR(read_section(r, off, kTagKda, static_cast<uint32_t>(l), (shape.s_floats + shape.conv_floats) * 4,
-                                    {dest(ls.S, 0, shape.s_floats), dest(ls.conv, 0, shape.conv_floats)},
-                                    "'KDAS' (layer " + std::to_string(l) + ")"));
+    NJ_RETURN_IF_ERROR(read_section(
+        r, off, kTagKda, static_cast<uint32_t>(l), (shape.s_floats + shape.conv_floats) * 4,
+        {dest(ls.S, 0, shape.s_floats), dest(ls.conv, 0, shape.conv_floats)},
+        "'KDAS' (layer " + std::to_string(l) + ")"));
   }
   SegmentRef ref;
   NJ_RETURN_IF_ERROR(read_segment_ref(r, off, ref));
   if (off != r.size())
-    return r.corrupt("inconsistent lengths: " + std::to_string(r.size() - off) + " bytes after the last section");
+    return r.corrupt("inconsistent lengths: " + std::to_string(r.size() - off) +
+                     " bytes after the last section");
   NJ_RETURN_IF_ERROR(read_segment(env, path, shape, fingerprint, generation, ref, cp.state));
   return cp;
 }

@@ -34,13 +34,14 @@ struct SegmentRef {
 
 // One record of the segment: positions [first, first + count), ready to append.
 struct Record {
-  std::string header;                   // kRecordHeaderBytes
-  std::vector<std::string_view> pieces; // header, tokens, then latent and rope per MLA layer
-  uint64_t bytes = 0;                   // header + payload
+  std::string header;                    // kRecordHeaderBytes
+  std::vector<std::string_view> pieces;  // header, tokens, then latent and rope per MLA layer
+  uint64_t bytes = 0;                    // header + payload
   uint64_t hash = 0;
 };
 
-Record make_record(const StateShape& shape, const SequenceState& s, size_t first, size_t count, uint64_t seed) {
+Record make_record(const StateShape& shape, const SequenceState& s, size_t first, size_t count,
+                   uint64_t seed) {
   Record r;
   std::vector<std::string_view> payload;
   payload.push_back(bytes_of(s.tokens.data() + first, count));
@@ -117,28 +118,30 @@ struct StateFileWriter::Written {
   uint64_t fingerprint = 0;
   SegmentRef ref;
   uint64_t positions = 0;
-  std::vector<int32_t> tokens;               // [positions]
-  std::vector<std::vector<float>> last_rows; // per MLA layer: latent ++ rope of row positions-1
-  std::unique_ptr<WritableFile> segment;     // open for appending at ref.committed_bytes
-  SegmentRef pending;                        // the save in progress
+  std::vector<int32_t> tokens;                // [positions]
+  std::vector<std::vector<float>> last_rows;  // per MLA layer: latent ++ rope of row positions-1
+  std::unique_ptr<WritableFile> segment;      // open for appending at ref.committed_bytes
+  SegmentRef pending;                         // the save in progress
 };
 
 StateFileWriter::StateFileWriter(Env& env, std::string path, StateFileWriterOptions options)
     : env_(env), path_(std::move(path)), options_(options) {}
 StateFileWriter::~StateFileWriter() = default;
 
-Status StateFileWriter::save(const Model& model, const SequenceState& s, const SamplerSnapshot& sampler) {
+Status StateFileWriter::save(const Model& model, const SequenceState& s,
+                             const SamplerSnapshot& sampler) {
   return save(model.config(), model.fingerprint(), s, sampler);
 }
 
-Status StateFileWriter::save(const ModelConfig& config, uint64_t fingerprint, const SequenceState& s,
-                             const SamplerSnapshot& sampler) {
+Status StateFileWriter::save(const ModelConfig& config, uint64_t fingerprint,
+                             const SequenceState& s, const SamplerSnapshot& sampler) {
   const StateShape shape = shape_of(config);
   NJ_RETURN_IF_ERROR(check_state_shape(shape, s).with_context("saving " + path_));
   const bool append = can_append(shape, fingerprint, s);
   StateSaveStats stats;
   stats.full = !append;
-  Status st = append ? append_positions(shape, s, stats) : start_generation(shape, fingerprint, s, stats);
+  Status st =
+      append ? append_positions(shape, s, stats) : start_generation(shape, fingerprint, s, stats);
   if (st.ok()) st = write_head(shape, fingerprint, s, sampler, stats);
   if (!st.ok()) {
     w_.reset();  // the segment's end (or the head's reference) is no longer known: start anew
@@ -153,7 +156,8 @@ Status StateFileWriter::save(const ModelConfig& config, uint64_t fingerprint, co
   return Status();
 }
 
-bool StateFileWriter::can_append(const StateShape& shape, uint64_t fingerprint, const SequenceState& s) const {
+bool StateFileWriter::can_append(const StateShape& shape, uint64_t fingerprint,
+                                 const SequenceState& s) const {
   if (!w_ || w_->fingerprint != fingerprint || !w_->segment) return false;
   if (w_->ref.record_count >= options_.max_records_per_segment) return false;
   const uint64_t n = w_->positions;
@@ -171,8 +175,8 @@ bool StateFileWriter::can_append(const StateShape& shape, uint64_t fingerprint, 
   return true;
 }
 
-Status StateFileWriter::start_generation(const StateShape& shape, uint64_t fingerprint, const SequenceState& s,
-                                         StateSaveStats& stats) {
+Status StateFileWriter::start_generation(const StateShape& shape, uint64_t fingerprint,
+                                         const SequenceState& s, StateSaveStats& stats) {
   const std::string dir = dir_name(path_), base = base_name(path_);
   w_ = std::make_unique<Written>();
   SegmentRef& ref = w_->pending;
@@ -197,7 +201,8 @@ Status StateFileWriter::start_generation(const StateShape& shape, uint64_t finge
   return Status();
 }
 
-Status StateFileWriter::append_positions(const StateShape& shape, const SequenceState& s, StateSaveStats& stats) {
+Status StateFileWriter::append_positions(const StateShape& shape, const SequenceState& s,
+                                         StateSaveStats& stats) {
   w_->pending = w_->ref;
   const uint64_t first = w_->positions, P = static_cast<uint64_t>(s.position);
   if (P == first) return Status();  // nothing new: only the head changes
@@ -210,8 +215,9 @@ Status StateFileWriter::append_positions(const StateShape& shape, const Sequence
   return Status();
 }
 
-Status StateFileWriter::write_head(const StateShape& shape, uint64_t fingerprint, const SequenceState& s,
-                                   const SamplerSnapshot& sampler, StateSaveStats& stats) {
+Status StateFileWriter::write_head(const StateShape& shape, uint64_t fingerprint,
+                                   const SequenceState& s, const SamplerSnapshot& sampler,
+                                   StateSaveStats& stats) {
   const SegmentRef& ref = w_->pending;
   std::vector<Section> sections;
 
@@ -225,11 +231,13 @@ Status StateFileWriter::write_head(const StateShape& shape, uint64_t fingerprint
   NJ_CHECK(smp.size() == kSamplerBytes);
   sections.push_back(make_section(kTagSampler, 0, {smp}));
 
-  sections.push_back(make_section(kTagLogits, 0, {bytes_of(s.last_logits.data(), s.last_logits.size())}));
+  sections.push_back(
+      make_section(kTagLogits, 0, {bytes_of(s.last_logits.data(), s.last_logits.size())}));
   for (int l : shape.kda_layers) {
     const LayerState& ls = s.layers[static_cast<size_t>(l)];
-    sections.push_back(make_section(kTagKda, static_cast<uint32_t>(l),
-                                    {bytes_of(ls.S.data(), ls.S.size()), bytes_of(ls.conv.data(), ls.conv.size())}));
+    sections.push_back(make_section(
+        kTagKda, static_cast<uint32_t>(l),
+        {bytes_of(ls.S.data(), ls.S.size()), bytes_of(ls.conv.data(), ls.conv.size())}));
   }
   std::string seg;
   put_u64(seg, ref.committed_bytes);
@@ -269,7 +277,8 @@ Status StateFileWriter::write_head(const StateShape& shape, uint64_t fingerprint
 
 void StateFileWriter::remember(const StateShape& shape, const SequenceState& s) {
   const size_t P = static_cast<size_t>(s.position);
-  w_->tokens.insert(w_->tokens.end(), s.tokens.begin() + static_cast<long>(w_->positions), s.tokens.end());
+  w_->tokens.insert(w_->tokens.end(), s.tokens.begin() + static_cast<long>(w_->positions),
+                    s.tokens.end());
   w_->positions = P;
   w_->last_rows.assign(shape.mla_layers.size(), {});
   if (P == 0) return;

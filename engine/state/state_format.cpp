@@ -28,7 +28,8 @@ StateShape shape_of(const ModelConfig& c) {
   s.layers = c.layers;
   s.vocab = static_cast<size_t>(c.vocab);
   for (int l = 0; l < c.layers; ++l)
-    (c.attention[static_cast<size_t>(l)] == AttentionKind::kMla ? s.mla_layers : s.kda_layers).push_back(l);
+    (c.attention[static_cast<size_t>(l)] == AttentionKind::kMla ? s.mla_layers : s.kda_layers)
+        .push_back(l);
   const size_t P = static_cast<size_t>(c.kda_width()), D = static_cast<size_t>(c.kda_head_dim);
   s.s_floats = static_cast<size_t>(c.kda_heads) * D * D;
   s.conv_floats = static_cast<size_t>(c.conv_kernel - 1) * 3 * P;
@@ -39,12 +40,14 @@ StateShape shape_of(const ModelConfig& c) {
 
 Status check_state_shape(const StateShape& shape, const SequenceState& s) {
   auto bad = [](const std::string& what, size_t got, size_t want) {
-    return invalid_argument("sequence state does not fit the model: " + what + " has " + std::to_string(got) +
-                            " elements, the model needs " + std::to_string(want));
+    return invalid_argument("sequence state does not fit the model: " + what + " has " +
+                            std::to_string(got) + " elements, the model needs " +
+                            std::to_string(want));
   };
   if (s.position < 0) return invalid_argument("sequence state has a negative position");
   const size_t P = static_cast<size_t>(s.position);
-  if (s.layers.size() != static_cast<size_t>(shape.layers)) return bad("layers", s.layers.size(), shape.layers);
+  if (s.layers.size() != static_cast<size_t>(shape.layers))
+    return bad("layers", s.layers.size(), shape.layers);
   if (s.tokens.size() != P) return bad("tokens", s.tokens.size(), P);
   const size_t logits = P == 0 ? 0 : shape.vocab;
   if (s.last_logits.size() != logits) return bad("last_logits", s.last_logits.size(), logits);
@@ -52,13 +55,16 @@ Status check_state_shape(const StateShape& shape, const SequenceState& s) {
     const LayerState& ls = s.layers[static_cast<size_t>(l)];
     const std::string name = "KDA layer " + std::to_string(l);
     if (ls.S.size() != shape.s_floats) return bad(name + " S", ls.S.size(), shape.s_floats);
-    if (ls.conv.size() != shape.conv_floats) return bad(name + " conv", ls.conv.size(), shape.conv_floats);
+    if (ls.conv.size() != shape.conv_floats)
+      return bad(name + " conv", ls.conv.size(), shape.conv_floats);
   }
   for (int l : shape.mla_layers) {
     const LayerState& ls = s.layers[static_cast<size_t>(l)];
     const std::string name = "MLA layer " + std::to_string(l);
-    if (ls.latent.size() != P * shape.kv_lora) return bad(name + " latent", ls.latent.size(), P * shape.kv_lora);
-    if (ls.rope.size() != P * shape.rope) return bad(name + " rope", ls.rope.size(), P * shape.rope);
+    if (ls.latent.size() != P * shape.kv_lora)
+      return bad(name + " latent", ls.latent.size(), P * shape.kv_lora);
+    if (ls.rope.size() != P * shape.rope)
+      return bad(name + " rope", ls.rope.size(), P * shape.rope);
   }
   return Status();
 }
@@ -76,9 +82,13 @@ Hasher::~Hasher() = default;
 void Hasher::update(const void* p, size_t n) {
   if (n > 0) XXH3_64bits_update(impl_->st, p, n);
 }
-uint64_t Hasher::digest() const { return XXH3_64bits_digest(impl_->st); }
+uint64_t Hasher::digest() const {
+  return XXH3_64bits_digest(impl_->st);
+}
 
-uint64_t hash64(const void* p, size_t n, uint64_t seed) { return XXH3_64bits_withSeed(p, n, seed); }
+uint64_t hash64(const void* p, size_t n, uint64_t seed) {
+  return XXH3_64bits_withSeed(p, n, seed);
+}
 
 std::string segment_name(const std::string& head_base, uint64_t generation) {
   char hex[17];

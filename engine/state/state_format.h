@@ -34,8 +34,10 @@ inline constexpr size_t kSegmentRefFixedBytes = 28;  // before the segment's nam
 inline constexpr size_t kMaxSegmentNameBytes = 255;
 
 constexpr uint32_t fourcc(const char (&s)[5]) {
-  return static_cast<uint32_t>(static_cast<uint8_t>(s[0])) | static_cast<uint32_t>(static_cast<uint8_t>(s[1])) << 8 |
-         static_cast<uint32_t>(static_cast<uint8_t>(s[2])) << 16 | static_cast<uint32_t>(static_cast<uint8_t>(s[3])) << 24;
+  return static_cast<uint32_t>(static_cast<uint8_t>(s[0])) |
+         static_cast<uint32_t>(static_cast<uint8_t>(s[1])) << 8 |
+         static_cast<uint32_t>(static_cast<uint8_t>(s[2])) << 16 |
+         static_cast<uint32_t>(static_cast<uint8_t>(s[3])) << 24;
 }
 inline constexpr uint32_t kTagSampler = fourcc("SMPL");
 inline constexpr uint32_t kTagLogits = fourcc("LGTS");
@@ -83,9 +85,15 @@ class Hasher {
 uint64_t hash64(const void* p, size_t n, uint64_t seed = 0);
 
 // Little-endian encoding into a byte string, and decoding from bytes.
-inline void put_u32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
-inline void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
-inline void put_f32(std::string& out, float v) { out.append(reinterpret_cast<const char*>(&v), 4); }
+inline void put_u32(std::string& out, uint32_t v) {
+  out.append(reinterpret_cast<const char*>(&v), 4);
+}
+inline void put_u64(std::string& out, uint64_t v) {
+  out.append(reinterpret_cast<const char*>(&v), 8);
+}
+inline void put_f32(std::string& out, float v) {
+  out.append(reinterpret_cast<const char*>(&v), 4);
+}
 inline uint32_t get_u32(const char* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);

@@ -7,12 +7,9 @@
 
 #include "runner/store/job_store.h"
 #include "tests/unit/runner/store_test_util.h"
-#include "tests/unit/state/state_test_util.h"
 
 namespace nj::runner {
 namespace {
-
-using testing::TempDir;
 
 std::vector<int32_t> ids(std::initializer_list<int32_t> l) { return l; }
 

@@ -8,12 +8,9 @@
 #include "runner/store/migrations.h"
 #include "runner/store/sqlite.h"
 #include "tests/unit/runner/store_test_util.h"
-#include "tests/unit/state/state_test_util.h"
 
 namespace nj::runner {
 namespace {
-
-using testing::TempDir;
 
 TEST_CASE("a new store applies every migration and records the schema version", "[runner][store]") {
   TempDir dir;
@@ -108,10 +105,10 @@ TEST_CASE("opening a damaged store fails with the file named", "[runner][store]"
     auto db = sql::Db::open(path, false, 1000);
     REQUIRE((*db)->exec("PRAGMA wal_checkpoint(TRUNCATE)").ok());
   }
-  std::string bytes = testing::read_bytes(path);
+  std::string bytes = read_bytes(path);
   REQUIRE(bytes.size() > 8192);
   for (size_t i = 4096 + 100; i < bytes.size(); i += 4096) bytes[i] ^= 0x5a;  // every page past the first
-  testing::write_bytes(path, bytes);
+  write_bytes(path, bytes);
   auto store = JobStore::open(path, false);
   REQUIRE_FALSE(store.ok());
   CHECK(store.status().code() == StatusCode::kCorruption);

@@ -1,7 +1,13 @@
-// Helpers for the job store tests: small jobs, a store on a test clock, owner predicates.
+// Helpers for the job store tests: temporary directories, small jobs, a store on a test
+// clock, owner predicates.
 #pragma once
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -9,6 +15,39 @@
 #include "runner/store/job_store.h"
 
 namespace nj::runner {
+
+// A fresh directory under the build tree (NJ_TEST_WORK_DIR), removed on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::filesystem::create_directories(NJ_TEST_WORK_DIR);
+    std::string pattern = std::string(NJ_TEST_WORK_DIR) + "/store-XXXXXX";
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
 
 // A generate job of `items` items (custom ids item-0, item-1, ...; prompt [1, 2]; max_tokens 10).
 inline NewJob test_job(const std::string& name, int items, int max_attempts = 3, int priority = 0) {

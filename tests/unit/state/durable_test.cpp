@@ -6,7 +6,7 @@
 #include "tests/unit/state/fault_env.h"
 #include "tests/unit/state/state_test_util.h"
 
-namespace nj::testing {
+namespace nj::state_testing {
 namespace {
 
 std::string log_text(const FaultEnv& env) {
@@ -31,7 +31,8 @@ TEST_CASE("write_file_durably replaces the file and leaves no temp file", "[io][
   CHECK(dir.names() == std::vector<std::string>{"f"});
 }
 
-TEST_CASE("write_file_durably: a failure at any step reports it and keeps the previous file", "[io][durable][fault]") {
+TEST_CASE("write_file_durably: a failure at any step reports it and keeps the previous file",
+          "[io][durable][fault]") {
   TempDir dir;
   const std::string p = dir.file("f");
   const uint64_t n = clean_write_ops(p);
@@ -52,7 +53,8 @@ TEST_CASE("write_file_durably: a failure at any step reports it and keeps the pr
   }
 }
 
-TEST_CASE("write_file_durably: a disk that fills up mid-write keeps the previous file", "[io][durable][fault]") {
+TEST_CASE("write_file_durably: a disk that fills up mid-write keeps the previous file",
+          "[io][durable][fault]") {
   TempDir dir;
   const std::string p = dir.file("f");
   write_bytes(p, "old");
@@ -65,8 +67,9 @@ TEST_CASE("write_file_durably: a disk that fills up mid-write keeps the previous
   CHECK(dir.names() == std::vector<std::string>{"f"});
 }
 
-TEST_CASE("write_file_durably: a crash at any step leaves the old or the new file, never a torn one",
-          "[io][durable][crash]") {
+TEST_CASE(
+    "write_file_durably: a crash at any step leaves the old or the new file, never a torn one",
+    "[io][durable][crash]") {
   TempDir dir;
   const std::string p = dir.file("f");
   const uint64_t n = clean_write_ops(p);
@@ -79,7 +82,8 @@ TEST_CASE("write_file_durably: a crash at any step leaves the old or the new fil
       Status s = write_file_durably(env, p, "new contents");
       CHECK(s.ok() == (i == n));
       if (power_loss) env.lose_unsynced();
-      INFO("crash at operation " << i << (power_loss ? " with power loss" : "") << "\n" << log_text(env));
+      INFO("crash at operation " << i << (power_loss ? " with power loss" : "") << "\n"
+                                 << log_text(env));
       const std::string got = read_bytes(p);
       CHECK((got == "old" || got == "new contents"));
       // Until the directory fsync returns, a power loss may undo the rename.
@@ -132,4 +136,4 @@ TEST_CASE("append_durably reports a failed fdatasync", "[io][durable][fault]") {
 }
 
 }  // namespace
-}  // namespace nj::testing
+}  // namespace nj::state_testing

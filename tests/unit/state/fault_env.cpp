@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace nj::testing {
+namespace nj::state_testing {
 namespace {
 
 constexpr size_t kTornHalf = SIZE_MAX;  // partial_bytes meaning "half of the append"
@@ -23,14 +23,22 @@ std::string slurp(const std::string& path) {
 
 const char* fs_op_name(FsOp op) {
   switch (op) {
-    case FsOp::kCreate: return "create";
-    case FsOp::kOpenAppend: return "open-append";
-    case FsOp::kAppend: return "append";
-    case FsOp::kSync: return "sync";
-    case FsOp::kClose: return "close";
-    case FsOp::kRename: return "rename";
-    case FsOp::kSyncDir: return "sync-dir";
-    case FsOp::kRemove: return "remove";
+    case FsOp::kCreate:
+      return "create";
+    case FsOp::kOpenAppend:
+      return "open-append";
+    case FsOp::kAppend:
+      return "append";
+    case FsOp::kSync:
+      return "sync";
+    case FsOp::kClose:
+      return "close";
+    case FsOp::kRename:
+      return "rename";
+    case FsOp::kSyncDir:
+      return "sync-dir";
+    case FsOp::kRemove:
+      return "remove";
   }
   return "?";
 }
@@ -38,13 +46,16 @@ const char* fs_op_name(FsOp op) {
 // A WritableFile whose operations go through the FaultEnv's counter.
 class FaultFile final : public WritableFile {
  public:
-  FaultFile(FaultEnv& env, std::unique_ptr<WritableFile> inner) : env_(env), inner_(std::move(inner)) {}
+  FaultFile(FaultEnv& env, std::unique_ptr<WritableFile> inner)
+      : env_(env), inner_(std::move(inner)) {}
 
   Status append(std::string_view data) override {
     if (auto f = env_.begin(FsOp::kAppend, path())) {
-      const size_t part = f->partial_bytes == kTornHalf ? data.size() / 2 : std::min(f->partial_bytes, data.size());
+      const size_t part =
+          f->partial_bytes == kTornHalf ? data.size() / 2 : std::min(f->partial_bytes, data.size());
       if (part > 0 && inner_->append(data.substr(0, part)).ok()) track().size += part;
-      return Status(f->code, path() + ": injected append failure after " + std::to_string(part) + " bytes");
+      return Status(f->code,
+                    path() + ": injected append failure after " + std::to_string(part) + " bytes");
     }
     NJ_RETURN_IF_ERROR(inner_->append(data));
     track().size += data.size();
@@ -52,13 +63,15 @@ class FaultFile final : public WritableFile {
     return Status();
   }
   Status sync() override {
-    if (auto f = env_.begin(FsOp::kSync, path())) return Status(f->code, path() + ": injected fdatasync failure");
-    NJ_RETURN_IF_ERROR(inner_->sync());
+    if (auto f = env_.begin(FsOp::kSync, path()))
+      return Status(f->code, path() + ": injected fdatasync failure");
+    if (env_.os_sync_) NJ_RETURN_IF_ERROR(inner_->sync());
     track().synced_size = track().size;
     return Status();
   }
   Status close() override {
-    if (auto f = env_.begin(FsOp::kClose, path())) return Status(f->code, path() + ": injected close failure");
+    if (auto f = env_.begin(FsOp::kClose, path()))
+      return Status(f->code, path() + ": injected close failure");
     return inner_->close();
   }
   const std::string& path() const override { return inner_->path(); }
@@ -72,8 +85,12 @@ class FaultFile final : public WritableFile {
 void FaultEnv::fail_op(uint64_t index, StatusCode code, size_t partial_bytes) {
   fail_at_[index] = {code, partial_bytes};
 }
-void FaultEnv::fail_every(FsOp op, StatusCode code) { fail_every_[op] = code; }
-void FaultEnv::crash_at(uint64_t index) { crash_at_ = index; }
+void FaultEnv::fail_every(FsOp op, StatusCode code) {
+  fail_every_[op] = code;
+}
+void FaultEnv::crash_at(uint64_t index) {
+  crash_at_ = index;
+}
 
 void FaultEnv::reset() {
   next_op_ = 0;
@@ -97,7 +114,8 @@ std::optional<FaultEnv::Injected> FaultEnv::begin(FsOp op, const std::string& pa
 }
 
 Result<std::unique_ptr<WritableFile>> FaultEnv::new_writable_file(const std::string& path) {
-  if (auto f = begin(FsOp::kCreate, path)) return Status(f->code, path + ": injected create failure");
+  if (auto f = begin(FsOp::kCreate, path))
+    return Status(f->code, path + ": injected create failure");
   const bool existed = target()->exists(path);
   NJ_ASSIGN_OR_RETURN(auto file, target()->new_writable_file(path));
   files_[path] = FileTrack{};
@@ -106,7 +124,8 @@ Result<std::unique_ptr<WritableFile>> FaultEnv::new_writable_file(const std::str
 }
 
 Result<std::unique_ptr<WritableFile>> FaultEnv::new_appendable_file(const std::string& path) {
-  if (auto f = begin(FsOp::kOpenAppend, path)) return Status(f->code, path + ": injected open failure");
+  if (auto f = begin(FsOp::kOpenAppend, path))
+    return Status(f->code, path + ": injected open failure");
   NJ_ASSIGN_OR_RETURN(auto file, target()->new_appendable_file(path));
   const uint64_t size = std::filesystem::file_size(path);
   if (!files_.count(path)) files_[path] = FileTrack{size, size};
@@ -114,7 +133,8 @@ Result<std::unique_ptr<WritableFile>> FaultEnv::new_appendable_file(const std::s
 }
 
 Status FaultEnv::rename(const std::string& from, const std::string& to) {
-  if (auto f = begin(FsOp::kRename, from)) return Status(f->code, from + ": injected rename failure");
+  if (auto f = begin(FsOp::kRename, from))
+    return Status(f->code, from + ": injected rename failure");
   PendingRename r{from, to, std::nullopt};
   if (target()->exists(to)) r.old_to = slurp(to);
   NJ_RETURN_IF_ERROR(target()->rename(from, to));
@@ -127,15 +147,17 @@ Status FaultEnv::rename(const std::string& from, const std::string& to) {
 }
 
 Status FaultEnv::sync_dir(const std::string& dir) {
-  if (auto f = begin(FsOp::kSyncDir, dir)) return Status(f->code, dir + ": injected directory fsync failure");
-  NJ_RETURN_IF_ERROR(target()->sync_dir(dir));
+  if (auto f = begin(FsOp::kSyncDir, dir))
+    return Status(f->code, dir + ": injected directory fsync failure");
+  if (os_sync_) NJ_RETURN_IF_ERROR(target()->sync_dir(dir));
   std::erase_if(created_, [&](const std::string& p) { return dir_name(p) == dir; });
   std::erase_if(renames_, [&](const PendingRename& r) { return dir_name(r.to) == dir; });
   return Status();
 }
 
 Status FaultEnv::remove(const std::string& path) {
-  if (auto f = begin(FsOp::kRemove, path)) return Status(f->code, path + ": injected remove failure");
+  if (auto f = begin(FsOp::kRemove, path))
+    return Status(f->code, path + ": injected remove failure");
   files_.erase(path);
   return target()->remove(path);
 }
@@ -151,10 +173,11 @@ void FaultEnv::lose_unsynced() {
     }
   }
   for (const auto& [path, t] : files_)
-    if (fs::exists(path) && fs::file_size(path) > t.synced_size) fs::resize_file(path, t.synced_size);
+    if (fs::exists(path) && fs::file_size(path) > t.synced_size)
+      fs::resize_file(path, t.synced_size);
   for (const std::string& p : created_) fs::remove(p);
   renames_.clear();
   created_.clear();
 }
 
-}  // namespace nj::testing
+}  // namespace nj::state_testing

@@ -8,7 +8,9 @@
 //   * crash at an operation (crash_at): it and every later one fail, as if the process died
 //     there; lose_unsynced() then drops what a power loss would (file bytes past the last
 //     fdatasync, renames and creations since the directory's last fsync).
-// Reads, listings and existence checks pass through and never fail.
+// Reads, listings and existence checks pass through and never fail. File and directory
+// syncs are tracked but not passed to the OS (the simulation, not the disk, decides what
+// survives; real fsyncs would only make the tests slow) unless set_os_sync(true).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +21,7 @@
 
 #include "engine/io/env.h"
 
-namespace nj::testing {
+namespace nj::state_testing {
 
 enum class FsOp { kCreate, kOpenAppend, kAppend, kSync, kClose, kRename, kSyncDir, kRemove };
 const char* fs_op_name(FsOp op);
@@ -37,6 +39,7 @@ class FaultEnv : public EnvWrapper {
   // Undoes what a power loss after the crash would lose. REQUIRES: the files written
   // through this Env are small (old contents of renamed-over files are kept in memory).
   void lose_unsynced();
+  void set_os_sync(bool on) { os_sync_ = on; }
   // Clears faults, the operation count, the log and the byte count. What is synced and
   // what is not stays tracked (files written before reset() may still be lost).
   void reset();
@@ -71,6 +74,7 @@ class FaultEnv : public EnvWrapper {
     std::optional<std::string> old_to;  // contents `to` had before, if it existed
   };
 
+  bool os_sync_ = false;
   uint64_t next_op_ = 0;
   std::map<uint64_t, Injected> fail_at_;
   std::map<FsOp, StatusCode> fail_every_;
@@ -83,4 +87,4 @@ class FaultEnv : public EnvWrapper {
   std::vector<PendingRename> renames_;
 };
 
-}  // namespace nj::testing
+}  // namespace nj::state_testing

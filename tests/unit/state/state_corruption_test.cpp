@@ -11,7 +11,7 @@
 #include "engine/state/state_format.h"
 #include "tests/unit/state/state_test_util.h"
 
-namespace nj::testing {
+namespace nj::state_testing {
 namespace {
 
 using namespace state_format;
@@ -37,7 +37,8 @@ class OverlayEnv final : public EnvWrapper {
    public:
     MemFile(std::string path, const std::string& bytes) : path_(std::move(path)), bytes_(bytes) {}
     Status read_at(uint64_t offset, void* dst, size_t n) override {
-      if (offset > bytes_.size() || n > bytes_.size() - offset) return io_error(path_ + ": short read");
+      if (offset > bytes_.size() || n > bytes_.size() - offset)
+        return io_error(path_ + ": short read");
       std::memcpy(dst, bytes_.data() + offset, n);
       return Status();
     }
@@ -91,16 +92,20 @@ struct Region {
 };
 
 std::vector<Region> head_regions(const std::string& head) {
-  std::vector<Region> r = {{"head magic", 0, 8, "bad magic"},
-                           {"head version", 8, 4, "unsupported format version"},
-                           {"head header", 12, kHeadHeaderBytes - 12, "checksum mismatch in the header"}};
+  std::vector<Region> r = {
+      {"head magic", 0, 8, "bad magic"},
+      {"head version", 8, 4, "unsupported format version"},
+      {"head header", 12, kHeadHeaderBytes - 12, "checksum mismatch in the header"}};
   size_t off = kHeadHeaderBytes;
   while (off < head.size()) {
     const std::string tag = tag_name(get_u32(head.data() + off));
-    const std::string name = "section " + tag + " index " + std::to_string(get_u32(head.data() + off + 4));
+    const std::string name =
+        "section " + tag + " index " + std::to_string(get_u32(head.data() + off + 4));
     const size_t len = static_cast<size_t>(get_u64(head.data() + off + 8));
     r.push_back({name + " header", off, kSectionHeaderBytes, ""});
-    if (len > 0) r.push_back({name + " payload", off + kSectionHeaderBytes, len, "checksum mismatch in section " + tag});
+    if (len > 0)
+      r.push_back({name + " payload", off + kSectionHeaderBytes, len,
+                   "checksum mismatch in section " + tag});
     off += kSectionHeaderBytes + len;
   }
   REQUIRE(off == head.size());
@@ -124,12 +129,14 @@ std::vector<Region> segment_regions(const std::string& seg) {
 void check_refused(const Result<StateCheckpoint>& r, const std::string& reason) {
   INFO(r.status().to_string());
   REQUIRE_FALSE(r.ok());
-  CHECK((r.status().code() == StatusCode::kCorruption || r.status().code() == StatusCode::kFailedPrecondition));
+  CHECK((r.status().code() == StatusCode::kCorruption ||
+         r.status().code() == StatusCode::kFailedPrecondition));
   CHECK(r.status().message().find("state") != std::string::npos);  // names the file
   if (!reason.empty()) CHECK(r.status().message().find(reason) != std::string::npos);
 }
 
-TEST_CASE("the pristine fixture loads (so the refusals below are caused by the damage)", "[state][corruption]") {
+TEST_CASE("the pristine fixture loads (so the refusals below are caused by the damage)",
+          "[state][corruption]") {
   Fixture f;
   auto r = f.load();
   REQUIRE(r.ok());
@@ -182,7 +189,8 @@ TEST_CASE("bytes after the committed part of the segment (an interrupted append)
   CHECK(checkpoint_difference(*r, f.expected) == "");
 }
 
-TEST_CASE("a checkpoint of another model is refused naming the fingerprints", "[state][corruption]") {
+TEST_CASE("a checkpoint of another model is refused naming the fingerprints",
+          "[state][corruption]") {
   Fixture f;
   auto other = open_test_model(generated_model("tiny-bf16"));  // same shapes, BF16 experts
   REQUIRE(other->fingerprint() != f.model->fingerprint());
@@ -207,7 +215,11 @@ TEST_CASE("shapes that disagree with the model's config are refused even under i
       {"qk_rope", [](ModelConfig& c) { c.qk_rope += 1; }},
       {"layer 0 made MLA", [](ModelConfig& c) { c.attention[0] = AttentionKind::kMla; }},
       {"layers 2 and 3 swapped", [](ModelConfig& c) { std::swap(c.attention[2], c.attention[3]); }},
-      {"one more MLA layer", [](ModelConfig& c) { c.layers += 1; c.attention.push_back(AttentionKind::kMla); }},
+      {"one more MLA layer",
+       [](ModelConfig& c) {
+         c.layers += 1;
+         c.attention.push_back(AttentionKind::kMla);
+       }},
   };
   for (const Variant& v : variants) {
     ModelConfig c = base;
@@ -217,7 +229,8 @@ TEST_CASE("shapes that disagree with the model's config are refused even under i
     REQUIRE_FALSE(r.ok());
     const std::string& m = r.status().message();
     CHECK(r.status().code() == StatusCode::kCorruption);
-    CHECK((m.find("inconsistent lengths") != std::string::npos || m.find("expected section") != std::string::npos));
+    CHECK((m.find("inconsistent lengths") != std::string::npos ||
+           m.find("expected section") != std::string::npos));
   }
 }
 
@@ -243,9 +256,11 @@ void patch_head_u64(std::string& head, size_t field, uint64_t value) {
   std::memcpy(head.data() + last + 16, &d, 8);
 }
 
-TEST_CASE("crafted lengths with valid checksums are refused before anything is allocated", "[state][corruption]") {
+TEST_CASE("crafted lengths with valid checksums are refused before anything is allocated",
+          "[state][corruption]") {
   Fixture f;
-  const size_t segm_payload = f.head.size() - (kSegmentRefFixedBytes + f.segment.size() - f.dir.path().size() - 1);
+  const size_t segm_payload =
+      f.head.size() - (kSegmentRefFixedBytes + f.segment.size() - f.dir.path().size() - 1);
   struct Case {
     const char* name;
     size_t field;
@@ -295,7 +310,8 @@ TEST_CASE("a missing or foreign segment is refused", "[state][corruption]") {
   check_refused(f.load(), "belongs to another checkpoint");
 }
 
-TEST_CASE("a head that is not a checkpoint, or from a newer format, is refused", "[state][corruption]") {
+TEST_CASE("a head that is not a checkpoint, or from a newer format, is refused",
+          "[state][corruption]") {
   Fixture f;
   f.set_head("{\"not\": \"a checkpoint\"}\n" + std::string(100, ' '));
   check_refused(f.load(), "bad magic");
@@ -320,4 +336,4 @@ TEST_CASE("a token outside the vocabulary is refused", "[state][corruption]") {
 }
 
 }  // namespace
-}  // namespace nj::testing
+}  // namespace nj::state_testing

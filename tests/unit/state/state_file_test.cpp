@@ -3,14 +3,17 @@
 // continuation equal to the uninterrupted run, appends that cost only the new positions,
 // new generations and their cleanup.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "engine/state/state_file.h"
 #include "engine/state/state_format.h"
 #include "tests/unit/state/fault_env.h"
 #include "tests/unit/state/state_test_util.h"
 
-namespace nj::testing {
+namespace nj::state_testing {
 namespace {
 
 const std::vector<int32_t> kPrompt = {3, 7, 11};
@@ -62,7 +65,8 @@ TEST_CASE("an empty state (position 0, no logits yet) round-trips", "[state]") {
   CHECK(got.state.last_logits.empty());
 }
 
-TEST_CASE("restoring at every cut point continues exactly like the uninterrupted run", "[state][resume]") {
+TEST_CASE("restoring at every cut point continues exactly like the uninterrupted run",
+          "[state][resume]") {
   auto model = open_test_model(generated_model("tiny"));
   TempDir dir;
   constexpr int kTokens = 32;
@@ -122,8 +126,9 @@ TEST_CASE("a later save by the same writer appends only the new positions", "[st
   CHECK(segment_count(dir) == 1);
 }
 
-TEST_CASE("a state that does not extend the last save starts a new generation and removes the old one",
-          "[state][append]") {
+TEST_CASE(
+    "a state that does not extend the last save starts a new generation and removes the old one",
+    "[state][append]") {
   auto model = open_test_model(generated_model("tiny"));
   TempDir dir;
   StateFileWriter w(*Env::posix(), dir.file("state"));
@@ -156,13 +161,15 @@ TEST_CASE("a changed MLA row already saved forces a new generation", "[state][ap
   StateCheckpoint cp = g.checkpoint();
   const int mla = state_format::shape_of(model->config()).mla_layers.front();
   const size_t kvl = static_cast<size_t>(model->config().kv_lora_rank);
-  cp.state.layers[static_cast<size_t>(mla)].latent[(kPrompt.size() + 4 - 1) * kvl] += 1.0f;  // last saved row
+  cp.state.layers[static_cast<size_t>(mla)].latent[(kPrompt.size() + 4 - 1) * kvl] +=
+      1.0f;  // last saved row
   save_ok(w, *model, cp);
   CHECK(w.last_save().full);
   CHECK(checkpoint_difference(load_ok(dir.file("state"), *model), cp) == "");
 }
 
-TEST_CASE("after max_records_per_segment appends the writer rewrites the segment", "[state][append]") {
+TEST_CASE("after max_records_per_segment appends the writer rewrites the segment",
+          "[state][append]") {
   auto model = open_test_model(generated_model("tiny"));
   TempDir dir;
   StateFileWriter w(*Env::posix(), dir.file("state"), StateFileWriterOptions{3});
@@ -182,8 +189,8 @@ TEST_CASE("after max_records_per_segment appends the writer rewrites the segment
 TEST_CASE("a new generation removes stale segments of the same checkpoint only", "[state]") {
   auto model = open_test_model(generated_model("tiny"));
   TempDir dir;
-  const std::vector<std::string> keep = {"other.seg-0123456789abcdef", "state.seg-0123", "state.segment",
-                                         "state.seg-0123456789abcdeg"};
+  const std::vector<std::string> keep = {"other.seg-0123456789abcdef", "state.seg-0123",
+                                         "state.segment", "state.seg-0123456789abcdeg"};
   for (const auto& n : keep) write_bytes(dir.file(n), "x");
   write_bytes(dir.file("state.seg-0123456789abcdef"), "stale");
   write_bytes(dir.file("state.seg-fedcba9876543210.tmp"), "stale temp");
@@ -227,5 +234,47 @@ TEST_CASE("the writer refuses a state that does not fit the model and writes not
   CHECK(dir.names().empty());
 }
 
+TEST_CASE("a checkpoint written by format version 1 still loads", "[state][compat]") {
+  // tests/unit/state/data/v1: written by the first version of the format (see made_by).
+  const std::string dir = std::string(NJ_SOURCE_DIR) + "/tests/unit/state/data/v1";
+  std::ifstream in(dir + "/expected.json");
+  REQUIRE(in.good());
+  const auto want = nlohmann::json::parse(in);
+  auto model = open_test_model(generated_model(want["model"]["preset"], want["model"]["seed"]));
+  StateCheckpoint cp = load_ok(dir + "/state.bin", *model);
+  CHECK(cp.state.position == want["position"].get<int64_t>());
+  CHECK(cp.state.tokens == want["tokens"].get<std::vector<int32_t>>());
+  CHECK(cp.sampler.params.temperature == want["temperature"].get<float>());
+  CHECK(cp.sampler.params.top_k == want["top_k"].get<int>());
+  CHECK(cp.sampler.params.top_p == want["top_p"].get<float>());
+  CHECK(cp.sampler.params.seed == want["seed"].get<uint64_t>());
+  CHECK(cp.sampler.rng.s == want["rng"].get<uint64_t>());
+  // The saved logits are the ones the model computes after these tokens (to within the
+  // tolerance the engine keeps against the reference, so kernel changes do not break it).
+  Session fresh(*model);
+  REQUIRE(fresh.feed(cp.state.tokens).ok());
+  REQUIRE(cp.state.last_logits.size() == fresh.last_logits().size());
+  double worst = 0;
+  for (size_t i = 0; i < cp.state.last_logits.size(); ++i)
+    worst = std::max(
+        worst, static_cast<double>(std::fabs(cp.state.last_logits[i] - fresh.last_logits()[i])));
+  CHECK(worst <= 1e-4);
+  // And every carried tensor lands where it belongs.
+  for (size_t l = 0; l < cp.state.layers.size(); ++l) {
+    const LayerState &got = cp.state.layers[l], &ref = fresh.state().layers[l];
+    auto close = [](const std::vector<float>& a, const std::vector<float>& b) {
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i)
+        if (std::fabs(a[i] - b[i]) > 1e-4f) return false;
+      return true;
+    };
+    INFO("layer " << l);
+    CHECK(close(got.S, ref.S));
+    CHECK(close(got.conv, ref.conv));
+    CHECK(close(got.latent, ref.latent));
+    CHECK(close(got.rope, ref.rope));
+  }
+}
+
 }  // namespace
-}  // namespace nj::testing
+}  // namespace nj::state_testing

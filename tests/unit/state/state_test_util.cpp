@@ -11,19 +11,20 @@
 #include <fstream>
 #include <sstream>
 
-namespace nj::testing {
+namespace nj::state_testing {
 
 namespace fs = std::filesystem;
 
 std::string generated_model(const std::string& preset, int seed) {
-  const std::string dir = std::string(NJ_TEST_WORK_DIR) + "/models/" + preset + "-seed" + std::to_string(seed);
+  const std::string dir =
+      std::string(NJ_TEST_WORK_DIR) + "/models/" + preset + "-seed" + std::to_string(seed);
   if (fs::exists(dir + "/config.json")) return dir;
   fs::create_directories(std::string(NJ_TEST_WORK_DIR) + "/models");
   const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
   const std::string log = tmp + ".log";
-  const std::string cmd = std::string(NJ_SYSTEM_PYTHON) + " " + NJ_SOURCE_DIR + "/tests/reference/make_model.py --out '" +
-                          tmp + "' --preset " + preset + " --seed " + std::to_string(seed) + " --force > '" + log +
-                          "' 2>&1";
+  const std::string cmd = std::string(NJ_SYSTEM_PYTHON) + " " + NJ_SOURCE_DIR +
+                          "/tests/reference/make_model.py --out '" + tmp + "' --preset " + preset +
+                          " --seed " + std::to_string(seed) + " --force > '" + log + "' 2>&1";
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
     std::ifstream in(log);
@@ -86,7 +87,8 @@ namespace {
 
 template <typename T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 }  // namespace
@@ -128,4 +130,4 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   out << bytes;
 }
 
-}  // namespace nj::testing
+}  // namespace nj::state_testing

@@ -11,7 +11,7 @@
 #include "engine/model/session.h"
 #include "engine/state/state_file.h"
 
-namespace nj::testing {
+namespace nj::state_testing {
 
 // The directory of a model made by tests/reference/make_model.py with `preset` and `seed`,
 // generated on first use into the build tree (safe when several test processes ask at
@@ -42,7 +42,9 @@ struct Generation {
   Generation(Model& model, const std::vector<int32_t>& prompt, SamplingParams params);
   // Samples and feeds n tokens; returns them.
   std::vector<int32_t> step(int n);
-  StateCheckpoint checkpoint() const { return {session.state(), {sampler.params(), sampler.rng()}}; }
+  StateCheckpoint checkpoint() const {
+    return {session.state(), {sampler.params(), sampler.rng()}};
+  }
   Session session;
   Sampler sampler;
 };
@@ -53,4 +55,4 @@ std::string checkpoint_difference(const StateCheckpoint& a, const StateCheckpoin
 std::string read_bytes(const std::string& path);
 void write_bytes(const std::string& path, const std::string& bytes);
 
-}  // namespace nj::testing
+}  // namespace nj::state_testing
