@@ -71,9 +71,10 @@ void matmul(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t 
   if (W.rows == 0 || T == 0) return;
   size_t xin_stride;
   const float* Xin = prepare_x(W, X, T, xs, &xin_stride);
-  // Small products are not worth waking the thread team.
+  // Small products are not worth waking the thread team (a fork/join costs tens of
+  // microseconds with passive waiting; 512K multiply-adds take about as long on one core).
   const double work = static_cast<double>(W.rows) * W.cols * T;
-  const int threads = work < 65536.0 ? 1 : std::min(omp_get_max_threads(), (W.rows + 3) / 4);
+  const int threads = work < 524288.0 ? 1 : std::min(omp_get_max_threads(), (W.rows + 3) / 4);
   if (threads <= 1) {
     k.matmul_rows(W, Xin, T, xin_stride, Y, ys, 0, W.rows);
     return;

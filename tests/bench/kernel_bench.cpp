@@ -15,6 +15,7 @@
 
 #include "engine/io/file.h"
 #include "engine/ops/kernels.h"
+#include "engine/util/process.h"
 #include "engine/util/sysinfo.h"
 #include "tests/bench/bench_util.h"
 
@@ -55,6 +56,7 @@ Matrix make_matrix(ops::MatFormat f, int cols, size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  reexec_with_passive_omp_wait(argv);
   int threads = 2, rounds = 9;
   size_t mb = 256;
   for (int i = 1; i + 1 < argc; i += 2) {
