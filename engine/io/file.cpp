@@ -2,6 +2,7 @@
 #include "engine/io/file.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -96,8 +97,14 @@ Result<std::string> read_small_file(const std::string& path, size_t max_bytes) {
 
 AlignedBuffer::AlignedBuffer(size_t n) : n_(n) {
   if (n == 0) return;
-  p_ = static_cast<uint8_t*>(std::aligned_alloc(kDirectAlign, align_up(n, kDirectAlign)));
+  // Large buffers (weights) sit on 2 MiB boundaries and ask for transparent huge pages:
+  // kernels streaming hundreds of MB through the TLB run measurably faster on them.
+  constexpr size_t kHuge = 2u << 20;
+  const size_t align = n >= 2 * kHuge ? kHuge : kDirectAlign;
+  const size_t bytes = align_up(n, align);
+  p_ = static_cast<uint8_t*>(std::aligned_alloc(align, bytes));
   if (!p_) throw std::bad_alloc();
+  if (align == kHuge) ::madvise(p_, bytes, MADV_HUGEPAGE);  // advice only; failure is harmless
 }
 
 AlignedBuffer::~AlignedBuffer() { std::free(p_); }
