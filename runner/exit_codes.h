@@ -18,7 +18,8 @@ inline constexpr const char* kExitCodeHelp =
     "  1  the work failed: I/O error, full disk, engine or store failure\n"
     "  2  usage error: unknown option, missing or malformed value\n"
     "  3  invalid input: a model, spec, checkpoint, directory or job that is missing or\n"
-    "     fails validation (the message names the file, key or line)\n";
+    "     fails validation (the message names the file, key or line)\n"
+    "  128+N  `run` ended at once by a second SIGTERM/SIGINT (N); safe, the next run resumes\n";
 
 // Maps a failed Status to an exit code.
 inline int exit_code_for(const Status& s) {

@@ -37,6 +37,16 @@ class ModelCache {
   std::optional<uint64_t> memory_;
 };
 
+// The item runner of the job's kind (generate so far); another kind is a failed attempt.
+Result<ItemReport> run_claimed(const ItemEnv& env, const Claim& claim) {
+  if (claim.job.kind == "generate") return run_item(env, claim);
+  const std::string error = "this nightjar cannot run jobs of kind '" + claim.job.kind + "'";
+  NJ_ASSIGN_OR_RETURN(auto state, env.store.fail_attempt(claim.item.id, env.owner,
+                                                         Progress{claim.item.tokens_done, {}, 0, 0}, error));
+  if (!state) return ItemReport{ItemOutcome::kLostLease, std::nullopt, "lease lost", 0};
+  return ItemReport{ItemOutcome::kAttemptFailed, *state, error, 0};
+}
+
 // Sleeps up to `seconds`, waking early on a stop.
 void idle_wait(double seconds, const StopControl& stop) {
   const auto until = Clock::now() + std::chrono::duration<double>(seconds);
@@ -95,7 +105,7 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
     }
     ItemEnv env{store, **model, files, item_options, owner, stop, keeper, progress};
     auto t_item = Clock::now();
-    auto report = run_item(env, *claim);
+    auto report = run_claimed(env, *claim);
     keeper.stop();
     if (!report.ok()) return report.status();
     summary.tokens += report->tokens_generated;

@@ -10,7 +10,7 @@
 namespace nj::runner {
 namespace {
 
-TEST_CASE("this process's lease owner is alive; a reaped child's is not", "[runner][lease]") {
+TEST_CASE("this process's lease owner is alive, a reaped child's is not", "[runner][lease]") {
   const std::string me = this_lease_owner();
   CHECK(lease_owner_alive(me));
   pid_t child = fork();

@@ -94,7 +94,7 @@ TEST_CASE("a lease held by a dead process is reclaimed at once with attempts + 1
   CHECK(s->events(std::nullopt, items[0].id)->back().kind == "failed");
 }
 
-TEST_CASE("an expired lease is reclaimed; a heartbeat keeps it", "[runner][queue]") {
+TEST_CASE("an expired lease is reclaimed, a heartbeat keeps it", "[runner][queue]") {
   TempDir dir;
   double now = 1000;
   auto s = open_with_clock(dir.file("s.db"), now);
@@ -161,7 +161,7 @@ TEST_CASE("finish stores the result with the done state, once", "[runner][queue]
   CHECK_FALSE(*s->claim_next("me", 60, alive_all));
 }
 
-TEST_CASE("a graceful release keeps attempts; failed attempts count up to max_attempts", "[runner][queue]") {
+TEST_CASE("a graceful release keeps attempts, failed attempts count up to max_attempts", "[runner][queue]") {
   TempDir dir;
   double now = 1000;
   auto s = open_with_clock(dir.file("s.db"), now);

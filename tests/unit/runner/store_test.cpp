@@ -145,7 +145,7 @@ TEST_CASE("jobs are found by id or unique name", "[runner][store]") {
   CHECK((*store)->find_job("9").status().code() == StatusCode::kNotFound);
 }
 
-TEST_CASE("cancel takes queued and running items; retry requeues failed and cancelled ones", "[runner][store]") {
+TEST_CASE("cancel takes queued and running items, retry requeues failed and cancelled ones", "[runner][store]") {
   TempDir dir;
   double now = 1000;
   auto store = open_with_clock(dir.file("s.db"), now);
