@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
-#include <set>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -13,7 +11,6 @@
 #include "engine/model/sampler.h"
 #include "engine/model/session.h"
 #include "jobs/job_spec.h"
-#include "runner/home.h"
 
 namespace nj::runner {
 namespace {
@@ -329,8 +326,12 @@ Result<ItemReport> ItemRun::run() {
                                             nlohmann::json{{"error", divergence_},
                                                            {"checkpoint_position", restored_position}}
                                                 .dump()));
+    NJ_ASSIGN_OR_RETURN(bool owned, env_.store.drop_checkpoints(item_.id, env_.owner));
+    if (!owned) return lost();
+    env_.checkpoints.remove_item(item_.id);
     fresh_session();
     checkpoint_position_ = -1;
+    fed_prompt_ = fed_replay_ = 0;
     NJ_ASSIGN_OR_RETURN(step, catch_up());
   }
   switch (step) {
