@@ -15,18 +15,20 @@ namespace {
 
 inline uint64_t hash_bytes(const void* p, size_t n) { return XXH3_64bits(p, n); }
 
-inline uint64_t hash_pair(uint64_t key) {
-  // A multiplicative mix; the high bits are taken by the caller's shift.
-  key ^= key >> 29;
-  return key * 0x9E3779B97F4A7C15ull;
+// The pair key: left and right rank, 21 bits each.
+inline uint64_t pair_key(int32_t left, int32_t right) {
+  return static_cast<uint64_t>(left) << 21 | static_cast<uint64_t>(right);
 }
+
+// Fibonacci hashing; the caller keeps the top bits.
+inline uint64_t hash_pair(uint64_t key) { return key * 0x9E3779B97F4A7C15ull; }
 
 size_t table_size_for(size_t n) { return std::bit_ceil(std::max<size_t>(16, 2 * n)); }
 
 }  // namespace
 
 BpeRanks BpeRanks::build(const std::vector<std::string>& tokens) {
-  NJ_CHECK(tokens.size() < (size_t{1} << 31));
+  NJ_CHECK(tokens.size() <= static_cast<size_t>(kMaxRanks));
   BpeRanks r;
   size_t total = 0;
   for (const auto& t : tokens) total += t.size();
@@ -62,7 +64,7 @@ BpeRanks BpeRanks::build(const std::vector<std::string>& tokens) {
   }
 
   // (left, right) -> rank, for every split of every token into two tokens.
-  std::vector<std::pair<uint64_t, int32_t>> pairs;
+  std::vector<uint64_t> pairs;  // packed as in pair_slots_
   pairs.reserve(tokens.size() * 2);
   for (int32_t rank = 0; rank < r.size(); ++rank) {
     const std::string_view b = r.bytes_of(rank);
@@ -71,26 +73,27 @@ BpeRanks BpeRanks::build(const std::vector<std::string>& tokens) {
       if (!left) continue;
       const auto right = r.rank_of(b.substr(split));
       if (!right) continue;
-      pairs.emplace_back(static_cast<uint64_t>(*left) << 32 | static_cast<uint32_t>(*right), rank);
+      pairs.push_back(pair_key(*left, *right) << 21 | static_cast<uint64_t>(rank));
     }
   }
-  r.pair_slots_.assign(table_size_for(pairs.size()), PairSlot{kEmptyPair, 0});
-  for (const auto& [key, rank] : pairs) {
-    r.insert_pair(static_cast<int32_t>(key >> 32), static_cast<int32_t>(key & 0xFFFFFFFFu), rank);
+  r.pair_slots_.assign(table_size_for(pairs.size()), 0);
+  r.pair_shift_ = 64 - std::countr_zero(r.pair_slots_.size());
+  for (uint64_t p : pairs) {
+    r.insert_pair(static_cast<int32_t>(p >> 42), static_cast<int32_t>((p >> 21) & kMaxRanks),
+                  static_cast<int32_t>(p & kMaxRanks));
   }
   return r;
 }
 
 void BpeRanks::insert_pair(int32_t left, int32_t right, int32_t value) {
-  const uint64_t key = static_cast<uint64_t>(left) << 32 | static_cast<uint32_t>(right);
+  const uint64_t key = pair_key(left, right);
   const size_t mask = pair_slots_.size() - 1;
-  const int shift = 64 - std::countr_zero(pair_slots_.size());
-  size_t i = hash_pair(key) >> shift;
-  while (pair_slots_[i].key != kEmptyPair) {
-    NJ_CHECK(pair_slots_[i].key != key);  // the concatenation determines the token
+  size_t i = hash_pair(key) >> pair_shift_;
+  while (pair_slots_[i] != 0) {
+    NJ_CHECK((pair_slots_[i] >> 21) != key);  // the concatenation determines the token
     i = (i + 1) & mask;
   }
-  pair_slots_[i] = PairSlot{key, value};
+  pair_slots_[i] = key << 21 | static_cast<uint64_t>(value);
 }
 
 std::optional<int32_t> BpeRanks::rank_of(std::string_view bytes) const {
@@ -112,13 +115,12 @@ std::optional<int32_t> BpeRanks::rank_of(std::string_view bytes) const {
 }
 
 int32_t BpeRanks::merged(int32_t left, int32_t right) const {
-  const uint64_t key = static_cast<uint64_t>(left) << 32 | static_cast<uint32_t>(right);
+  const uint64_t key = pair_key(left, right);
   const size_t mask = pair_slots_.size() - 1;
-  const int shift = 64 - std::countr_zero(pair_slots_.size());
-  for (size_t i = hash_pair(key) >> shift;; i = (i + 1) & mask) {
-    const PairSlot& s = pair_slots_[i];
-    if (s.key == key) return s.value;
-    if (s.key == kEmptyPair) return kNoRank;
+  for (size_t i = hash_pair(key) >> pair_shift_;; i = (i + 1) & mask) {
+    const uint64_t slot = pair_slots_[i];
+    if (slot == 0) return kNoRank;  // first: an empty slot would match key (0, 0)
+    if ((slot >> 21) == key) return static_cast<int32_t>(slot & kMaxRanks);
   }
 }
 
@@ -192,7 +194,7 @@ void BpeRanks::merge_loop(const uint8_t* piece, int32_t n, BpeScratch* s,
 
 size_t BpeRanks::memory_bytes() const {
   return arena_.capacity() + offsets_.capacity() * sizeof(uint32_t) +
-         byte_slots_.capacity() * sizeof(uint64_t) + pair_slots_.capacity() * sizeof(PairSlot);
+         byte_slots_.capacity() * sizeof(uint64_t) + pair_slots_.capacity() * sizeof(uint64_t);
 }
 
 }  // namespace nj::tok

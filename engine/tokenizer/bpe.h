@@ -34,12 +34,14 @@ struct BpeScratch {
 class BpeRanks {
  public:
   static constexpr int32_t kNoRank = INT32_MAX;
+  // Ranks are packed 21 bits each in the pair table (K3 has 163,584).
+  static constexpr int32_t kMaxRanks = (1 << 21) - 1;
 
   BpeRanks() = default;
 
   // Indexes `tokens` (token i has rank i).
   // REQUIRES: the tokens are non-empty and distinct, every single byte is one of
-  // them, and there are fewer than 2^31 (tiktoken_file.h checks all of this).
+  // them, and there are at most kMaxRanks (tiktoken_file.h checks all of this).
   static BpeRanks build(const std::vector<std::string>& tokens);
 
   int32_t size() const { return static_cast<int32_t>(offsets_.size()) - 1; }
@@ -62,12 +64,6 @@ class BpeRanks {
   size_t memory_bytes() const;
 
  private:
-  struct PairSlot {
-    uint64_t key;   // left << 32 | right; kEmptyPair when free
-    int32_t value;  // rank of the concatenation
-  };
-  static constexpr uint64_t kEmptyPair = ~uint64_t{0};
-
   void insert_pair(int32_t left, int32_t right, int32_t value);
   void merge_loop(const uint8_t* piece, int32_t n, BpeScratch* s, std::vector<int32_t>* out) const;
 
@@ -76,7 +72,10 @@ class BpeRanks {
   int32_t byte_rank_[256] = {};    // rank of each single byte
   // Open addressing, linear probing, power-of-two sizes, load <= 1/2.
   std::vector<uint64_t> byte_slots_;  // hash tag << 32 | (rank + 1); 0 when free
-  std::vector<PairSlot> pair_slots_;
+  // left << 42 | right << 21 | rank of the concatenation; 0 when free (a merged
+  // token's rank is never 0: ranks 0..255 include the single bytes).
+  std::vector<uint64_t> pair_slots_;
+  int pair_shift_ = 64;  // 64 - log2(pair_slots_.size())
 };
 
 }  // namespace nj::tok

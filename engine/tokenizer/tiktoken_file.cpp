@@ -6,6 +6,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "engine/tokenizer/bpe.h"
+
 namespace nj::tok {
 namespace {
 
@@ -108,7 +110,9 @@ Result<std::vector<std::string>> parse_tiktoken_model(std::string_view contents,
       return fail("expected rank " + std::to_string(expected) + ", found " + std::to_string(rank) +
                   " (rank " + std::to_string(expected) + " is missing)");
     }
-    if (tokens.size() >= (size_t{1} << 31) - 1) return fail("too many ranks");
+    if (rank >= static_cast<uint64_t>(BpeRanks::kMaxRanks)) {
+      return fail("more than " + std::to_string(BpeRanks::kMaxRanks) + " ranks (the most supported)");
+    }
     tokens.push_back(std::move(*bytes));
     const auto [it, inserted] = line_of.emplace(tokens.back(), line_no);
     if (!inserted) {

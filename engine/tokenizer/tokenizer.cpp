@@ -38,9 +38,6 @@ Result<Tokenizer> Tokenizer::from_contents(std::string_view ranks_file, std::str
   const std::string config_name = join_path(dir, kConfigFile);
   NJ_ASSIGN_OR_RETURN(std::vector<std::string> tokens, tok::parse_tiktoken_model(ranks_file, ranks_name));
   NJ_ASSIGN_OR_RETURN(tok::TokenizerConfig config, tok::parse_tokenizer_config(config_file, config_name));
-  if (tokens.size() > static_cast<size_t>(INT32_MAX - kNumSpecialTokens)) {
-    return corruption(ranks_name + ": too many ranks");
-  }
 
   Tokenizer t;
   t.ranks_ = tok::BpeRanks::build(tokens);

@@ -28,7 +28,7 @@ import random
 import subprocess
 import sys
 
-TIKTOKEN_VERSION = "1.0.22"
+TIKTOKEN_VERSION = "1.0.22"  # the default; ctest passes the pin from tests/CMakeLists.txt
 FUZZ_TEXTS = 5000
 SKIP = 77
 
@@ -112,26 +112,27 @@ def jsonl(texts):
     return ("\n".join(json.dumps(t) for t in texts) + "\n").encode()
 
 
-def ensure_tiktoken(npm_prefix):
-    """Installs tiktoken@TIKTOKEN_VERSION under npm_prefix unless present. Returns None, or
-    a reason to skip when the registry is unreachable."""
+def ensure_tiktoken(npm_prefix, version):
+    """Installs tiktoken@version under npm_prefix unless present. Returns None, or a reason
+    to skip when the registry is unreachable."""
     pkg = os.path.join(npm_prefix, "node_modules", "tiktoken", "package.json")
     if os.path.exists(pkg):
         with open(pkg) as f:
-            if json.load(f).get("version") == TIKTOKEN_VERSION:
+            if json.load(f).get("version") == version:
                 return None
     os.makedirs(npm_prefix, exist_ok=True)
     cmd = ["npm", "install", "--prefix", npm_prefix, "--no-audit", "--no-fund",
-           "--fetch-retries=1", "--fetch-timeout=30000", "tiktoken@" + TIKTOKEN_VERSION]
+           "--fetch-retries=1", "--fetch-timeout=30000", "tiktoken@" + version]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode == 0:
         return None
     ping = subprocess.run(["npm", "ping", "--fetch-retries=0", "--fetch-timeout=15000"],
                           capture_output=True, text=True)
     if ping.returncode != 0:
+        reasons = [l for l in (ping.stderr + ping.stdout).splitlines() if "FetchError" in l or " code " in l]
         return "the npm registry is unreachable (npm ping: %s)" % (
-            (ping.stderr or ping.stdout).strip().splitlines() or ["no output"])[-1]
-    raise RuntimeError("npm install tiktoken@%s failed:\n%s" % (TIKTOKEN_VERSION, p.stderr[-3000:]))
+            reasons[-1].replace("npm error ", "") if reasons else "failed")
+    raise RuntimeError("npm install tiktoken@%s failed:\n%s" % (version, p.stderr[-3000:]))
 
 
 def compare(name, texts, cpp_out, js_out, detail=None):
@@ -159,15 +160,17 @@ def main():
     ap.add_argument("--model", required=True, help="model directory with the generated vocabulary")
     ap.add_argument("--npm-prefix", required=True, help="where to install the npm package")
     ap.add_argument("--corpus", default=os.path.join(HERE, "corpus.txt"))
+    ap.add_argument("--tiktoken-version", default=TIKTOKEN_VERSION)
     args = ap.parse_args()
+    version = args.tiktoken_version
 
     try:
-        reason = ensure_tiktoken(args.npm_prefix)
+        reason = ensure_tiktoken(args.npm_prefix, version)
     except (RuntimeError, FileNotFoundError) as e:
         print("parity: cannot install npm tiktoken: %s" % e)
         return 1
     if reason:
-        print("parity: SKIPPED: %s; cannot install tiktoken@%s to compare against" % (reason, TIKTOKEN_VERSION))
+        print("parity: SKIPPED: %s; cannot install tiktoken@%s to compare against" % (reason, version))
         return SKIP
 
     env = dict(os.environ, NJ_NPM_PREFIX=os.path.abspath(args.npm_prefix))
@@ -229,7 +232,7 @@ def main():
     for r in report:
         print("parity: " + r)
     print("parity: tiktoken %s (npm) and the C++ encoder agree on %d ids over %d corpus lines and %d other texts"
-          % (TIKTOKEN_VERSION, total_ids, len(lines), 1 + len(edges) + len(fuzz) + len(chats)))
+          % (version, total_ids, len(lines), 1 + len(edges) + len(fuzz) + len(chats)))
     return 0
 
 
