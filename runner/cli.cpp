@@ -39,6 +39,7 @@ int run_cli(int argc, char** argv) {
 
   CommandTable table;
   add_doctor_command(app, global, table);
+  add_tokenize_commands(app, global, table);
 
   try {
     app.parse(argc, argv);

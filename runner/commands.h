@@ -12,5 +12,7 @@ namespace nj::runner {
 using CommandTable = std::vector<std::pair<CLI::App*, CommandFn>>;
 
 void add_doctor_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+// `tokenize` and `detokenize`.
+void add_tokenize_commands(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 
 }  // namespace nj::runner

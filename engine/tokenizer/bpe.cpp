@@ -13,7 +13,9 @@
 namespace nj::tok {
 namespace {
 
-inline uint64_t hash_bytes(const void* p, size_t n) { return XXH3_64bits(p, n); }
+inline uint64_t hash_bytes(const void* p, size_t n) {
+  return XXH3_64bits(p, n);
+}
 
 // The pair key: left and right rank, 21 bits each.
 inline uint64_t pair_key(int32_t left, int32_t right) {
@@ -21,9 +23,13 @@ inline uint64_t pair_key(int32_t left, int32_t right) {
 }
 
 // Fibonacci hashing; the caller keeps the top bits.
-inline uint64_t hash_pair(uint64_t key) { return key * 0x9E3779B97F4A7C15ull; }
+inline uint64_t hash_pair(uint64_t key) {
+  return key * 0x9E3779B97F4A7C15ull;
+}
 
-size_t table_size_for(size_t n) { return std::bit_ceil(std::max<size_t>(16, 2 * n)); }
+size_t table_size_for(size_t n) {
+  return std::bit_ceil(std::max<size_t>(16, 2 * n));
+}
 
 }  // namespace
 
@@ -159,7 +165,8 @@ void BpeRanks::merge_loop(const uint8_t* piece, int32_t n, BpeScratch* s,
   };
   for (int32_t i = 0; i + 1 < n; ++i) {
     s->pair_rank[i] = merged(s->rank[i], s->rank[i + 1]);
-    if (s->pair_rank[i] != kNoRank) s->heap.push_back(static_cast<uint64_t>(s->pair_rank[i]) << 32 | static_cast<uint32_t>(i));
+    if (s->pair_rank[i] != kNoRank)
+      s->heap.push_back(static_cast<uint64_t>(s->pair_rank[i]) << 32 | static_cast<uint32_t>(i));
   }
   s->pair_rank[n - 1] = kNoRank;
   std::make_heap(s->heap.begin(), s->heap.end(), std::greater<>());

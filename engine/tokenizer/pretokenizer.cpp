@@ -69,7 +69,9 @@ inline const uint8_t* skip_none(const uint8_t* p, const uint8_t* end, uint8_t bi
   return p;
 }
 
-inline bool ascii_is(uint8_t b, char lower) { return (b | 0x20) == static_cast<uint8_t>(lower); }
+inline bool ascii_is(uint8_t b, char lower) {
+  return (b | 0x20) == static_cast<uint8_t>(lower);
+}
 
 // (?i:'s|'t|'re|'ve|'m|'ll|'d)? at p: the end of the contraction, or p. Under Unicode
 // simple case folding the only non-ASCII character equal to one of these letters is
@@ -143,8 +145,11 @@ const uint8_t* match_at(const uint8_t* p, const uint8_t* end) {
 
   // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
   const uint8_t* punct = nullptr;
-  if (c.cp == ' ' && p + 1 < end && !(char_at(p + 1, end).cls & kPunctExcluded)) punct = p + 1;
-  else if (!(c.cls & kPunctExcluded)) punct = p;
+  if (c.cp == ' ' && p + 1 < end && !(char_at(p + 1, end).cls & kPunctExcluded)) {
+    punct = p + 1;
+  } else if (!(c.cls & kPunctExcluded)) {
+    punct = p;
+  }
   if (punct) return skip_any(skip_none(punct, end, kPunctExcluded), end, kLineBreak);
 
   // The whitespace alternatives. Here c is whitespace: every character is a letter, a

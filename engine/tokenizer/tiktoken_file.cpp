@@ -27,7 +27,9 @@ std::string shorten(std::string_view s) {
   return out;
 }
 
-bool is_blank(char c) { return c == ' ' || c == '\t'; }
+bool is_blank(char c) {
+  return c == ' ' || c == '\t';
+}
 
 }  // namespace
 
@@ -50,7 +52,8 @@ std::optional<std::string> decode_base64(std::string_view text) {
       v[k] = base64_value(c);
       if (v[k] < 0) return std::nullopt;
     }
-    const uint32_t bits = uint32_t(v[0]) << 18 | uint32_t(v[1]) << 12 | uint32_t(v[2]) << 6 | uint32_t(v[3]);
+    const uint32_t bits =
+        uint32_t(v[0]) << 18 | uint32_t(v[1]) << 12 | uint32_t(v[2]) << 6 | uint32_t(v[3]);
     out.push_back(static_cast<char>(bits >> 16));
     if (pad < 2) out.push_back(static_cast<char>((bits >> 8) & 0xFF));
     if (pad < 1) out.push_back(static_cast<char>(bits & 0xFF));
@@ -93,7 +96,8 @@ Result<std::vector<std::string>> parse_tiktoken_model(std::string_view contents,
     const std::string_view b64 = line.substr(0, sp);
     const std::string_view rank_text = line.substr(digits);
     uint64_t rank = 0;
-    const auto [end, ec] = std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), rank);
+    const auto [end, ec] =
+        std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), rank);
     if (ec != std::errc() || end != rank_text.data() + rank_text.size()) {
       return fail("rank '" + shorten(rank_text) + "' is not a non-negative integer");
     }
@@ -111,7 +115,8 @@ Result<std::vector<std::string>> parse_tiktoken_model(std::string_view contents,
                   " (rank " + std::to_string(expected) + " is missing)");
     }
     if (rank >= static_cast<uint64_t>(BpeRanks::kMaxRanks)) {
-      return fail("more than " + std::to_string(BpeRanks::kMaxRanks) + " ranks (the most supported)");
+      return fail("more than " + std::to_string(BpeRanks::kMaxRanks) +
+                  " ranks (the most supported)");
     }
     tokens.push_back(std::move(*bytes));
     const auto [it, inserted] = line_of.emplace(tokens.back(), line_no);

@@ -32,12 +32,14 @@ bool Tokenizer::exists_in(const std::string& model_dir) {
   return std::filesystem::is_regular_file(join_path(model_dir, kRanksFile), ec);
 }
 
-Result<Tokenizer> Tokenizer::from_contents(std::string_view ranks_file, std::string_view config_file,
-                                           const std::string& dir) {
+Result<Tokenizer> Tokenizer::from_contents(std::string_view ranks_file,
+                                           std::string_view config_file, const std::string& dir) {
   const std::string ranks_name = join_path(dir, kRanksFile);
   const std::string config_name = join_path(dir, kConfigFile);
-  NJ_ASSIGN_OR_RETURN(std::vector<std::string> tokens, tok::parse_tiktoken_model(ranks_file, ranks_name));
-  NJ_ASSIGN_OR_RETURN(tok::TokenizerConfig config, tok::parse_tokenizer_config(config_file, config_name));
+  NJ_ASSIGN_OR_RETURN(std::vector<std::string> tokens,
+                      tok::parse_tiktoken_model(ranks_file, ranks_name));
+  NJ_ASSIGN_OR_RETURN(tok::TokenizerConfig config,
+                      tok::parse_tokenizer_config(config_file, config_name));
 
   Tokenizer t;
   t.ranks_ = tok::BpeRanks::build(tokens);
@@ -46,7 +48,8 @@ Result<Tokenizer> Tokenizer::from_contents(std::string_view ranks_file, std::str
   // Names: the file's, else the reference tokenizer's "<|reserved_token_ID|>".
   t.special_names_.resize(kNumSpecialTokens);
   for (const auto& [id, name] : config.added_tokens) {
-    const std::string where = config_name + ": added_tokens_decoder[\"" + std::to_string(id) + "\"]";
+    const std::string where =
+        config_name + ": added_tokens_decoder[\"" + std::to_string(id) + "\"]";
     if (id < first_special) {
       return corruption(where + " is a BPE rank (" + ranks_name + " has " +
                         std::to_string(first_special) + "; specials start there)");
@@ -69,22 +72,27 @@ Result<Tokenizer> Tokenizer::from_contents(std::string_view ranks_file, std::str
   }
   t.specials_by_first_byte_.resize(256);
   for (int32_t i = 0; i < kNumSpecialTokens; ++i) {
-    t.specials_by_first_byte_[static_cast<uint8_t>(t.special_names_[i][0])].push_back(first_special + i);
+    t.specials_by_first_byte_[static_cast<uint8_t>(t.special_names_[i][0])].push_back(
+        first_special + i);
   }
   for (auto& ids : t.specials_by_first_byte_) {
     std::stable_sort(ids.begin(), ids.end(), [&t, first_special](int32_t a, int32_t b) {
-      return t.special_names_[a - first_special].size() > t.special_names_[b - first_special].size();
+      return t.special_names_[a - first_special].size() >
+             t.special_names_[b - first_special].size();
     });
   }
 
   if (!config.eos_token) return corruption(config_name + ": no eos_token");
   const auto eos = t.special_id(*config.eos_token);
-  if (!eos) return corruption(config_name + ": eos_token '" + *config.eos_token + "' is not a special token");
+  if (!eos)
+    return corruption(config_name + ": eos_token '" + *config.eos_token +
+                      "' is not a special token");
   t.eos_id_ = *eos;
   if (config.bos_token) {
     t.bos_id_ = t.special_id(*config.bos_token);
     if (!t.bos_id_) {
-      return corruption(config_name + ": bos_token '" + *config.bos_token + "' is not a special token");
+      return corruption(config_name + ": bos_token '" + *config.bos_token +
+                        "' is not a special token");
     }
   }
   return t;
@@ -158,8 +166,9 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
 Status Tokenizer::check_ids(std::span<const int32_t> ids) const {
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= vocab_size()) {
-      return invalid_argument("token id " + std::to_string(ids[i]) + " (at position " + std::to_string(i) +
-                              ") is outside the vocabulary (0.." + std::to_string(vocab_size() - 1) + ")");
+      return invalid_argument("token id " + std::to_string(ids[i]) + " (at position " +
+                              std::to_string(i) + ") is outside the vocabulary (0.." +
+                              std::to_string(vocab_size() - 1) + ")");
     }
   }
   return Status::ok_status();
@@ -171,6 +180,8 @@ std::optional<int32_t> Tokenizer::special_id(std::string_view name) const {
   return it->second;
 }
 
-size_t Tokenizer::memory_bytes() const { return ranks_.memory_bytes(); }
+size_t Tokenizer::memory_bytes() const {
+  return ranks_.memory_bytes();
+}
 
 }  // namespace nj

@@ -28,7 +28,9 @@ namespace detail {
 }  // namespace detail
 
 // Unicode version the tables were generated from ("16.0.0").
-inline const char* unicode_tables_version() { return detail::kUnicodeVersion; }
+inline const char* unicode_tables_version() {
+  return detail::kUnicodeVersion;
+}
 
 // The class bits of a code point. Unassigned code points, and kInvalidCodePoint (a
 // stray byte), have none: like a symbol, they are neither letter, number nor space.

@@ -24,10 +24,10 @@ struct Utf8Char {
 inline constexpr void utf8_second_byte_range(uint8_t lead, uint8_t* lo, uint8_t* hi) {
   *lo = 0x80;
   *hi = 0xBF;
-  if (lead == 0xE0) *lo = 0xA0;       // no overlong 3-byte forms
-  else if (lead == 0xED) *hi = 0x9F;  // no surrogates
-  else if (lead == 0xF0) *lo = 0x90;  // no overlong 4-byte forms
-  else if (lead == 0xF4) *hi = 0x8F;  // nothing past U+10FFFF
+  if (lead == 0xE0) *lo = 0xA0;  // no overlong 3-byte forms
+  if (lead == 0xED) *hi = 0x9F;  // no surrogates
+  if (lead == 0xF0) *lo = 0x90;  // no overlong 4-byte forms
+  if (lead == 0xF4) *hi = 0x8F;  // nothing past U+10FFFF
 }
 
 // Sequence length announced by a lead byte; 0 when the byte cannot start a sequence.
@@ -51,7 +51,8 @@ inline Utf8Char decode_utf8(const uint8_t* p, const uint8_t* end) {
   if (p[1] < lo || p[1] > hi) return {kInvalidCodePoint, 1};
   if (n == 2) return {(uint32_t(b0 & 0x1F) << 6) | (p[1] & 0x3F), 2};
   if ((p[2] & 0xC0) != 0x80) return {kInvalidCodePoint, 1};
-  if (n == 3) return {(uint32_t(b0 & 0x0F) << 12) | (uint32_t(p[1] & 0x3F) << 6) | (p[2] & 0x3F), 3};
+  if (n == 3)
+    return {(uint32_t(b0 & 0x0F) << 12) | (uint32_t(p[1] & 0x3F) << 6) | (p[2] & 0x3F), 3};
   if ((p[3] & 0xC0) != 0x80) return {kInvalidCodePoint, 1};
   return {(uint32_t(b0 & 0x07) << 18) | (uint32_t(p[1] & 0x3F) << 12) |
               (uint32_t(p[2] & 0x3F) << 6) | (p[3] & 0x3F),

@@ -34,7 +34,9 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-std::string quote(const std::string& s) { return "'" + s + "'"; }
+std::string quote(const std::string& s) {
+  return "'" + s + "'";
+}
 
 int run_shell(const std::string& cmd) {
   std::fflush(stdout);
@@ -72,20 +74,28 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--vocab") vocab = value();
-    else if (a == "--text") text_path = value();
-    else if (a == "--reps") reps = std::max(1, std::atoi(value().c_str()));
-    else if (a == "--mb") megabytes = std::atof(value().c_str());
-    else if (a == "--no-npm") with_npm = false;
-    else {
-      std::fprintf(stderr, "usage: tokenizer_bench [--vocab DIR] [--text FILE] [--reps N] [--mb M] [--no-npm]\n");
+    if (a == "--vocab") {
+      vocab = value();
+    } else if (a == "--text") {
+      text_path = value();
+    } else if (a == "--reps") {
+      reps = std::max(1, std::atoi(value().c_str()));
+    } else if (a == "--mb") {
+      megabytes = std::atof(value().c_str());
+    } else if (a == "--no-npm") {
+      with_npm = false;
+    } else {
+      std::fputs(
+          "usage: tokenizer_bench [--vocab DIR] [--text FILE] [--reps N] [--mb M] [--no-npm]\n",
+          stderr);
       return 2;
     }
   }
 
   if (!nj::Tokenizer::exists_in(vocab.string())) {
-    const std::string cmd = std::string(NJ_PYTHON) + " " + quote((source / "tests/reference/k3_tokenizer_gen.py").string()) +
-                            " " + quote(vocab.string()) + " --bench --vocab 160000";
+    const std::string cmd = std::string(NJ_PYTHON) + " " +
+                            quote((source / "tests/reference/k3_tokenizer_gen.py").string()) + " " +
+                            quote(vocab.string()) + " --bench --vocab 160000";
     if (run_shell(cmd) != 0) return 1;
   }
   auto loaded = nj::Tokenizer::load(vocab.string());
@@ -116,15 +126,16 @@ int main(int argc, char** argv) {
   const double cpp_s = median(seconds);
   const double cpp_mbps = mb / cpp_s;
 
-  std::printf("tokenizer_bench: vocabulary %s (%d ids), text %s (%.2f MB, %zu ids)\n", vocab.c_str(),
-              tok.vocab_size(), text_path.c_str(), mb, ids.size());
+  std::printf("tokenizer_bench: vocabulary %s (%d ids), text %s (%.2f MB, %zu ids)\n",
+              vocab.c_str(), tok.vocab_size(), text_path.c_str(), mb, ids.size());
   std::printf("  C++ encoder     %8.2f MB/s  (median of %d: %.3f s)\n", cpp_mbps, reps, cpp_s);
   if (!with_npm) return 0;
 
   // npm tiktoken, pinned to the version the parity test uses, under the build tree.
   const fs::path npm_prefix = build / "npm";
   const fs::path pkg = npm_prefix / "node_modules/tiktoken/package.json";
-  bool have = fs::exists(pkg) && nlohmann::json::parse(read_file(pkg)).value("version", "") == NJ_TIKTOKEN_VERSION;
+  bool have = fs::exists(pkg) &&
+              nlohmann::json::parse(read_file(pkg)).value("version", "") == NJ_TIKTOKEN_VERSION;
   if (!have && run_shell("npm install --prefix " + quote(npm_prefix.string()) +
                          " --no-audit --no-fund tiktoken@" NJ_TIKTOKEN_VERSION " >&2") != 0) {
     std::fprintf(stderr, "tokenizer_bench: cannot install npm tiktoken; run with --no-npm\n");
@@ -132,9 +143,9 @@ int main(int argc, char** argv) {
   }
   const fs::path out = build / "tokenizer_bench" / "tiktoken_result.json";
   const std::string cmd = "NJ_NPM_PREFIX=" + quote(npm_prefix.string()) + " node " +
-                          quote((source / "tests/tokenizer/tiktoken_side.mjs").string()) + " bench " +
-                          quote(vocab.string()) + " " + quote(text_path.string()) + " " + std::to_string(reps) +
-                          " > " + quote(out.string());
+                          quote((source / "tests/tokenizer/tiktoken_side.mjs").string()) +
+                          " bench " + quote(vocab.string()) + " " + quote(text_path.string()) +
+                          " " + std::to_string(reps) + " > " + quote(out.string());
   if (run_shell(cmd) != 0) return 1;
   const auto result = nlohmann::json::parse(read_file(out));
   const double js_s = result.at("median_s").get<double>();
@@ -143,6 +154,7 @@ int main(int argc, char** argv) {
                     result.at("ids_hash").get<uint32_t>() == ids_hash(ids);
   std::printf("  npm tiktoken %s %8.2f MB/s  (median of %d: %.3f s)\n",
               result.at("tiktoken_version").get<std::string>().c_str(), js_mbps, reps, js_s);
-  std::printf("  ratio C++ / tiktoken: %.2fx; ids %s\n", cpp_mbps / js_mbps, same ? "identical" : "DIFFER");
+  std::printf("  ratio C++ / tiktoken: %.2fx; ids %s\n", cpp_mbps / js_mbps,
+              same ? "identical" : "DIFFER");
   return same ? 0 : 1;
 }

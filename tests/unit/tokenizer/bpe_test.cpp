@@ -80,7 +80,8 @@ TEST_CASE("bpe agrees with tiktoken's merge loop on random pieces", "[engine][to
   const std::string alphabet = "etaoin shrdlu'\xD0\xB5\xE4\xB8\xAD";
   for (int round = 0; round < 3000; ++round) {
     std::string piece(1 + rng() % 24, '\0');
-    for (char& c : piece) c = rng() % 8 == 0 ? static_cast<char>(rng()) : alphabet[rng() % alphabet.size()];
+    for (char& c : piece)
+      c = rng() % 8 == 0 ? static_cast<char>(rng()) : alphabet[rng() % alphabet.size()];
     INFO("piece " << piece);
     REQUIRE(encode(ranks, piece) == reference_merge(ranks, piece));
   }

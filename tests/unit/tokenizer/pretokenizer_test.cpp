@@ -29,7 +29,7 @@ TEST_CASE("words take one leading non-letter and trailing contractions", "[engin
   CHECK(pieces("\"quoted\" text") == V{"\"quoted", "\"", " text"});
   CHECK(pieces("\tindented") == V{"\tindented"});
   CHECK(pieces("\u00a0nbsp") == V{"\u00a0nbsp"});  // any non-\r\n non-letter prefixes
-  CHECK(pieces("\nline") == V{"\n", "line"});       // but not \r or \n
+  CHECK(pieces("\nline") == V{"\n", "line"});      // but not \r or \n
 }
 
 TEST_CASE("contractions match in any case, including the long s", "[engine][tokenizer]") {
@@ -42,13 +42,14 @@ TEST_CASE("contractions match in any case, including the long s", "[engine][toke
   CHECK(pieces("'s") == V{"'s"});  // no letters before: punctuation prefix + word
 }
 
-TEST_CASE("upper-case runs and camel case split the way the pattern backtracks", "[engine][tokenizer]") {
+TEST_CASE("upper-case runs and camel case split the way the pattern backtracks",
+          "[engine][tokenizer]") {
   CHECK(pieces("HelloWORLDfoo") == V{"Hello", "WORLDfoo"});
   CHECK(pieces("ABCdef") == V{"ABCdef"});
   CHECK(pieces("aBC") == V{"a", "BC"});
   CHECK(pieces("HTTPServer") == V{"HTTPServer"});
-  CHECK(pieces("ǅungla") == V{"ǅungla"});   // titlecase (Lt) leads like upper case
-  CHECK(pieces("ʰello") == V{"ʰello"});     // modifier letter (Lm) is in both classes
+  CHECK(pieces("ǅungla") == V{"ǅungla"});  // titlecase (Lt) leads like upper case
+  CHECK(pieces("ʰello") == V{"ʰello"});    // modifier letter (Lm) is in both classes
   // Lo is in both classes: U* eats it and gives it back so W+ can match.
   CHECK(pieces("Aא") == V{"Aא"});
   CHECK(pieces("אB") == V{"א", "B"});
@@ -60,14 +61,15 @@ TEST_CASE("marks join letters and may lead a word", "[engine][tokenizer]") {
   CHECK(pieces(" \u0301") == V{" \u0301"});
 }
 
-TEST_CASE("Han characters form their own runs, separate from kana and punctuation", "[engine][tokenizer]") {
+TEST_CASE("Han characters form their own runs, separate from kana and punctuation",
+          "[engine][tokenizer]") {
   CHECK(pieces("中文字") == V{"中文字"});
   CHECK(pieces("日本語のテキスト") == V{"日本語", "のテキスト"});
   CHECK(pieces("中、文。") == V{"中", "、", "文", "。"});  // Script=Han, not Script_Extensions
   CHECK(pieces("々〇") == V{"々〇"});                      // Lm and Nl, but Han
   CHECK(pieces("a中") == V{"a", "中"});
-  CHECK(pieces(" 中") == V{" ", "中"});                     // Han takes no prefix
-  CHECK(pieces("!⺀⺁") == V{"!⺀⺁"});                      // Han radicals are symbols too
+  CHECK(pieces(" 中") == V{" ", "中"});  // Han takes no prefix
+  CHECK(pieces("!⺀⺁") == V{"!⺀⺁"});  // Han radicals are symbols too
 }
 
 TEST_CASE("numbers come in groups of at most three", "[engine][tokenizer]") {
@@ -112,11 +114,14 @@ TEST_CASE("the pieces tile any byte string, invalid UTF-8 included", "[engine][t
 }
 
 TEST_CASE("invalid bytes are single punctuation characters", "[engine][tokenizer]") {
-  CHECK(pieces("ab\xFF\xFE" "cd") == V{"ab", "\xFF\xFE", "cd"});
-  CHECK(pieces("\xFF" "cd") == V{"\xFF" "cd"});  // like any symbol, it may lead a word
-  CHECK(pieces("\xE4\xB8") == V{"\xE4\xB8"});                    // truncated 中
-  CHECK(pieces("\xC0\xAF") == V{"\xC0\xAF"});                    // overlong '/'
-  CHECK(pieces("x\xED\xA0\x80") == V{"x", "\xED\xA0\x80"});      // a surrogate
+  CHECK(pieces("ab\xFF\xFE"
+               "cd") == V{"ab", "\xFF\xFE", "cd"});
+  CHECK(pieces("\xFF"
+               "cd") == V{"\xFF"
+                          "cd"});                            // like any symbol, it may lead a word
+  CHECK(pieces("\xE4\xB8") == V{"\xE4\xB8"});                // truncated 中
+  CHECK(pieces("\xC0\xAF") == V{"\xC0\xAF"});                // overlong '/'
+  CHECK(pieces("x\xED\xA0\x80") == V{"x", "\xED\xA0\x80"});  // a surrogate
 }
 
 TEST_CASE("runs longer than the limit are cut, counting characters", "[engine][tokenizer]") {
@@ -143,15 +148,16 @@ TEST_CASE("runs longer than the limit are cut, counting characters", "[engine][t
   CHECK(s[2] == " z");
 }
 
-TEST_CASE("the class tables are Unicode 16 and agree with the pattern's classes", "[engine][tokenizer]") {
+TEST_CASE("the class tables are Unicode 16 and agree with the pattern's classes",
+          "[engine][tokenizer]") {
   CHECK(std::string(unicode_tables_version()) == "16.0.0");
   CHECK(char_class('a') == (kLowerish | kLetter));
   CHECK(char_class('A') == (kUpperish | kLetter));
-  CHECK(char_class(0x4E2D) == (kLetter | kHan));    // 中
-  CHECK(char_class(0x3001) == 0);                   // 、 punctuation, Script=Common
+  CHECK(char_class(0x4E2D) == (kLetter | kHan));  // 中
+  CHECK(char_class(0x3001) == 0);                 // 、 punctuation, Script=Common
   CHECK(char_class(0x0301) == (kUpperish | kLowerish));
   CHECK(char_class(0x10D4A) == (kUpperish | kLowerish | kLetter));  // Garay, new in 16.0
-  CHECK(char_class(0x10940) == 0);                  // Sidetic, new in 17.0: unassigned
+  CHECK(char_class(0x10940) == 0);  // Sidetic, new in 17.0: unassigned
   CHECK(char_class('\n') == (kSpace | kPySpace | kLineBreak));
   CHECK(char_class(0x1C) == kPySpace);
   CHECK(char_class(0x85) == (kSpace | kPySpace));

@@ -35,13 +35,13 @@ TEST_CASE("bytes that cannot become a character are not held", "[engine][tokeniz
   const Tokenizer& t = generated_tokenizer();
   StreamDecoder d(t);
   CHECK(d.push(0xFF) == "\xFF");
-  CHECK(d.push(0x80) == "\x80");            // a stray continuation byte
+  CHECK(d.push(0x80) == "\x80");  // a stray continuation byte
   CHECK(d.push(0xE0) == "");
-  CHECK(d.push(0x80) == "\xE0\x80");        // E0 80 is overlong: released
+  CHECK(d.push(0x80) == "\xE0\x80");  // E0 80 is overlong: released
   CHECK(d.push(0xE4) == "");
-  CHECK(d.push('x') == "\xE4x");            // interrupted: released with what follows
+  CHECK(d.push('x') == "\xE4x");  // interrupted: released with what follows
   CHECK(d.push(0xF4) == "");
-  CHECK(d.finish() == "\xF4");              // held bytes come out at the end
+  CHECK(d.finish() == "\xF4");  // held bytes come out at the end
   CHECK(d.held_bytes() == 0);
 }
 
@@ -50,7 +50,8 @@ TEST_CASE("the pieces of a stream add up to decode()", "[engine][tokenizer]") {
   std::mt19937 rng(5);
   for (int round = 0; round < 500; ++round) {
     std::vector<int32_t> ids(rng() % 20);
-    for (int32_t& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(t.vocab_size() + 10)) - 5;
+    for (int32_t& id : ids)
+      id = static_cast<int32_t>(rng() % static_cast<uint32_t>(t.vocab_size() + 10)) - 5;
     StreamDecoder d(t);
     std::string streamed;
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -77,7 +78,8 @@ TEST_CASE("valid text streams out exactly at character boundaries", "[engine][to
   CHECK(d.finish().empty());
 }
 
-TEST_CASE("incomplete_utf8_suffix recognises only proper prefixes of characters", "[engine][tokenizer]") {
+TEST_CASE("incomplete_utf8_suffix recognises only proper prefixes of characters",
+          "[engine][tokenizer]") {
   CHECK(incomplete_utf8_suffix("") == 0);
   CHECK(incomplete_utf8_suffix("abc") == 0);
   CHECK(incomplete_utf8_suffix("a\xC3") == 1);

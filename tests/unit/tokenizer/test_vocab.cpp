@@ -41,7 +41,8 @@ std::string base64(std::string_view bytes) {
 std::string tiktoken_model_text(const std::vector<std::string>& merges) {
   std::string out;
   const auto tokens = byte_tokens_plus(merges);
-  for (size_t r = 0; r < tokens.size(); ++r) out += base64(tokens[r]) + " " + std::to_string(r) + "\n";
+  for (size_t r = 0; r < tokens.size(); ++r)
+    out += base64(tokens[r]) + " " + std::to_string(r) + "\n";
   return out;
 }
 
@@ -50,12 +51,14 @@ std::string tokenizer_config_text(int num_ranks) {
     return "    \"" + std::to_string(num_ranks + offset) + "\": {\"content\": \"" + name +
            "\", \"special\": true}";
   };
-  return "{\n  \"added_tokens_decoder\": {\n" + entry(0, "[BOS]") + ",\n" + entry(2, "<|close|>") + ",\n" +
-         entry(3, "<|open|>") + ",\n" + entry(4, "<|sep|>") + "\n  },\n" +
+  return "{\n  \"added_tokens_decoder\": {\n" + entry(0, "[BOS]") + ",\n" + entry(2, "<|close|>") +
+         ",\n" + entry(3, "<|open|>") + ",\n" + entry(4, "<|sep|>") + "\n  },\n" +
          "  \"bos_token\": \"[BOS]\",\n  \"eos_token\": {\"content\": \"<|close|>\"}\n}\n";
 }
 
-const char* generated_model_dir() { return NJ_TEST_TOKENIZER_DIR; }
+const char* generated_model_dir() {
+  return NJ_TEST_TOKENIZER_DIR;
+}
 
 const BpeRanks& generated_ranks() {
   static const BpeRanks ranks = [] {

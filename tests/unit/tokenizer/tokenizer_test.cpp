@@ -35,7 +35,8 @@ TEST_CASE("the generated vocabulary loads with K3's special layout", "[engine][t
   CHECK_FALSE(t.is_special(t.num_ranks() - 1));
 }
 
-TEST_CASE("decode(encode(x)) == x for every corpus line and the whole corpus", "[engine][tokenizer]") {
+TEST_CASE("decode(encode(x)) == x for every corpus line and the whole corpus",
+          "[engine][tokenizer]") {
   const Tokenizer& t = generated_tokenizer();
   const std::string corpus = read_text(std::string(NJ_SOURCE_DIR) + "/tests/tokenizer/corpus.txt");
   REQUIRE(corpus.size() > 1000);
@@ -51,17 +52,23 @@ TEST_CASE("decode(encode(x)) == x for every corpus line and the whole corpus", "
   CHECK(n > 100);
 }
 
-TEST_CASE("decode(encode(x)) == x for random byte strings, invalid UTF-8 included", "[engine][tokenizer]") {
+TEST_CASE("decode(encode(x)) == x for random byte strings, invalid UTF-8 included",
+          "[engine][tokenizer]") {
   const Tokenizer& t = generated_tokenizer();
   std::mt19937 rng(2024);
-  const std::vector<std::string> atoms = {"a", "The", " ", "\n", "\t", "'s", "1", "中", "é", "\xF0\x9F\x99\x82",
-                                          "\xFF", "\x80", "\xE4\xB8", "\xC0\xAF", "\xED\xA0\x80", "<|close|>"};
+  const std::vector<std::string> atoms = {
+      "a",        "The",  " ",        "\n",       "\t",
+      "'s",       "1",    "中",       "é",        "\xF0\x9F\x99\x82",
+      "\xFF",     "\x80", "\xE4\xB8", "\xC0\xAF", "\xED\xA0\x80",
+      "<|close|>"};
   for (int round = 0; round < 3000; ++round) {
     std::string s;
     const int n = static_cast<int>(rng() % 30);
     for (int i = 0; i < n; ++i) {
-      if (rng() % 3 == 0) s += static_cast<char>(rng() & 0xFF);
-      else s += atoms[rng() % atoms.size()];
+      if (rng() % 3 == 0)
+        s += static_cast<char>(rng() & 0xFF);
+      else
+        s += atoms[rng() % atoms.size()];
     }
     const auto ids = t.encode(s);
     for (int32_t id : ids) REQUIRE_FALSE(t.is_special(id));
@@ -71,7 +78,8 @@ TEST_CASE("decode(encode(x)) == x for random byte strings, invalid UTF-8 include
 
 TEST_CASE("long runs round-trip across the 25,000-character cut", "[engine][tokenizer]") {
   const Tokenizer& t = generated_tokenizer();
-  const std::string s = std::string(30000, 'a') + std::string(26000, ' ') + "\xE4\xB8\xAD" + std::string(50001, 'z');
+  const std::string s =
+      std::string(30000, 'a') + std::string(26000, ' ') + "\xE4\xB8\xAD" + std::string(50001, 'z');
   CHECK(t.decode(t.encode(s)) == s);
 }
 
@@ -108,7 +116,8 @@ TEST_CASE("decode passes raw bytes and skips ids outside the vocabulary", "[engi
   CHECK(t.check_ids(std::vector<int32_t>{1, 2, t.vocab_size() - 1}).ok());
   const Status bad = t.check_ids(std::vector<int32_t>{1, t.vocab_size()});
   CHECK(bad.code() == StatusCode::kInvalidArgument);
-  CHECK(bad.message() == "token id " + std::to_string(t.vocab_size()) + " (at position 1) is outside the vocabulary (0.." +
+  CHECK(bad.message() == "token id " + std::to_string(t.vocab_size()) +
+                             " (at position 1) is outside the vocabulary (0.." +
                              std::to_string(t.vocab_size() - 1) + ")");
   CHECK_FALSE(t.token_bytes(-5).has_value());
   CHECK(t.token_bytes('x') == "x");
