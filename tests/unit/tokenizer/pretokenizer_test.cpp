@@ -140,8 +140,8 @@ TEST_CASE("runs longer than the limit are cut, counting characters", "[engine][t
   CHECK(p[2].size() == 10000);
   // A run of exactly the limit is not cut; mixed runs never are.
   CHECK(pre_tokenize(std::string(kMaxRunChars, 'y')).size() == 1);
-  std::string spaces(30000, ' ');
-  const auto s = pre_tokenize(spaces + "z");
+  const std::string spaces = std::string(30000, ' ') + "z";
+  const auto s = pre_tokenize(spaces);
   REQUIRE(s.size() == 3);
   CHECK(s[0].size() == kMaxRunChars);  // \s+(?!\S) at the segment's end takes it all
   CHECK(s[1] == std::string(4999, ' '));
