@@ -1,10 +1,11 @@
 // Parses tiktoken.model (grammar in tiktoken_file.h).
 #include "engine/tokenizer/tiktoken_file.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <functional>
 #include <optional>
-#include <unordered_map>
 
 #include "engine/tokenizer/bpe.h"
 
@@ -64,13 +65,8 @@ std::optional<std::string> decode_base64(std::string_view text) {
 Result<std::vector<std::string>> parse_tiktoken_model(std::string_view contents,
                                                       const std::string& name) {
   std::vector<std::string> tokens;
-  std::unordered_map<std::string_view, size_t> line_of;  // token bytes -> line number
   std::vector<size_t> line_of_rank;
-  // Views into `tokens` must stay valid: reserve for the upper bound of lines.
-  size_t max_lines = 1;
-  for (char c : contents) max_lines += (c == '\n');
-  tokens.reserve(max_lines);
-  line_of.reserve(max_lines);
+  bool byte_seen[256] = {};
 
   size_t line_no = 0;
   size_t pos = 0;
@@ -118,18 +114,48 @@ Result<std::vector<std::string>> parse_tiktoken_model(std::string_view contents,
       return fail("more than " + std::to_string(BpeRanks::kMaxRanks) +
                   " ranks (the most supported)");
     }
+    if (bytes->size() == 1) byte_seen[static_cast<uint8_t>((*bytes)[0])] = true;
     tokens.push_back(std::move(*bytes));
-    const auto [it, inserted] = line_of.emplace(tokens.back(), line_no);
-    if (!inserted) {
-      return fail("token bytes of rank " + std::to_string(rank) + " repeat line " +
-                  std::to_string(it->second));
-    }
     line_of_rank.push_back(line_no);
   }
   if (tokens.empty()) return corruption(name + ": no ranks (the file is empty)");
+
+  // Repeated bytes: sort the ranks by (hash, bytes); equal neighbours are repeats. Of all
+  // repeats, report the one whose second occurrence comes first in the file.
+  std::vector<std::pair<size_t, uint32_t>> by_hash;  // (hash of the bytes, rank)
+  by_hash.reserve(tokens.size());
+  const std::hash<std::string_view> hasher;
+  for (size_t r = 0; r < tokens.size(); ++r) {
+    by_hash.emplace_back(hasher(tokens[r]), static_cast<uint32_t>(r));
+  }
+  std::sort(by_hash.begin(), by_hash.end(), [&tokens](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    if (tokens[a.second] != tokens[b.second]) return tokens[a.second] < tokens[b.second];
+    return a.second < b.second;
+  });
+  size_t first_repeat = tokens.size();  // the rank whose bytes an earlier rank has
+  size_t earlier = 0;
+  for (size_t i = 1; i < by_hash.size(); ++i) {
+    const uint32_t a = by_hash[i - 1].second, b = by_hash[i].second;
+    if (by_hash[i - 1].first == by_hash[i].first && tokens[a] == tokens[b] && b < first_repeat) {
+      // Equal bytes sort by rank, so a run's first element is its earliest rank.
+      size_t j = i - 1;
+      while (j > 0 && by_hash[j - 1].first == by_hash[i].first &&
+             tokens[by_hash[j - 1].second] == tokens[b]) {
+        --j;
+      }
+      first_repeat = b;
+      earlier = by_hash[j].second;
+    }
+  }
+  if (first_repeat < tokens.size()) {
+    return corruption(name + ":" + std::to_string(line_of_rank[first_repeat]) +
+                      ": token bytes of rank " + std::to_string(first_repeat) + " repeat line " +
+                      std::to_string(line_of_rank[earlier]));
+  }
+
   for (int b = 0; b < 256; ++b) {
-    const char c = static_cast<char>(b);
-    if (line_of.find(std::string_view(&c, 1)) == line_of.end()) {
+    if (!byte_seen[b]) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02X", b);
       return corruption(name + ": byte " + hex + " has no rank (every single byte needs one)");

@@ -9,9 +9,9 @@
 //   EOL    := "\n" | "\r\n" | end of file
 //
 // Rank r must sit on the r-th non-blank line: a rank that repeats or skips one is an
-// error naming the line, as is a line that does not parse. Token bytes must be
-// distinct, and every single byte 0x00..0xFF must be a token (so that any byte string
-// can be encoded).
+// error naming the line, as is a line that does not parse (the first such line is
+// reported). Token bytes must be distinct (a repeat names both lines), and every single
+// byte 0x00..0xFF must be a token (so that any byte string can be encoded).
 #pragma once
 
 #include <string>

@@ -69,6 +69,11 @@ TEST_CASE("tiktoken.model: repeated bytes, missing bytes and empty files are err
           "[engine][tokenizer]") {
   CHECK(ranks_error(bytes_then("YWI= 256\nYWI= 257\n")) ==
         "tiktoken.model:258: token bytes of rank 257 repeat line 257");
+  // Of several repeats, the one met first in the file ("Y2Q=" is "cd").
+  CHECK(ranks_error(bytes_then("YWI= 256\nY2Q= 257\nY2Q= 258\nYWI= 259\nY2Q= 260\n")) ==
+        "tiktoken.model:259: token bytes of rank 258 repeat line 258");
+  CHECK(ranks_error(bytes_then("YWI= 256\nAA== 257\n")) ==
+        "tiktoken.model:258: token bytes of rank 257 repeat line 1");
   CHECK(ranks_error("QQ== 0\n") ==
         "tiktoken.model: byte 0x00 has no rank (every single byte needs one)");
   CHECK(ranks_error("") == "tiktoken.model: no ranks (the file is empty)");
