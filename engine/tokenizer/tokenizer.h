@@ -6,6 +6,16 @@
 // (bpe.h); it agrees id for id with tiktoken given the same ranks and pattern.
 // Decoding concatenates token bytes; use StreamDecoder (stream_decoder.h) to print
 // text as it is generated.
+//
+// In a generation:
+//   NJ_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(model_dir));
+//   std::vector<int32_t> prompt = tok.encode(user_text);     // a base continuation
+//   // or, for a chat turn, the template with its specials read as specials:
+//   //   tok.encode_with_specials("<|open|>user<|sep|>") + tok.encode(user_text) + ...
+//   StreamDecoder out(tok);
+//   for each sampled id: stop at the model's eos; else print(out.push(id));
+//   print(out.finish());
+// User text always goes through encode(): it must never produce special ids.
 #pragma once
 
 #include <cstdint>
