@@ -159,14 +159,17 @@ void BpeRanks::merge_loop(const uint8_t* piece, int32_t n, BpeScratch* s,
     s->next[i] = i + 1;
     s->prev[i] = i - 1;
   }
-  auto push = [s](int32_t rank, int32_t at) {
-    s->heap.push_back(static_cast<uint64_t>(rank) << 32 | static_cast<uint32_t>(at));
+  // Heap entries order by rank, then offset: the minimum is the leftmost lowest pair.
+  auto entry = [](int32_t rank, int32_t at) {
+    return static_cast<uint64_t>(rank) << 32 | static_cast<uint32_t>(at);
+  };
+  auto push = [s, &entry](int32_t rank, int32_t at) {
+    s->heap.push_back(entry(rank, at));
     std::push_heap(s->heap.begin(), s->heap.end(), std::greater<>());
   };
   for (int32_t i = 0; i + 1 < n; ++i) {
     s->pair_rank[i] = merged(s->rank[i], s->rank[i + 1]);
-    if (s->pair_rank[i] != kNoRank)
-      s->heap.push_back(static_cast<uint64_t>(s->pair_rank[i]) << 32 | static_cast<uint32_t>(i));
+    if (s->pair_rank[i] != kNoRank) s->heap.push_back(entry(s->pair_rank[i], i));
   }
   s->pair_rank[n - 1] = kNoRank;
   std::make_heap(s->heap.begin(), s->heap.end(), std::greater<>());
@@ -178,7 +181,8 @@ void BpeRanks::merge_loop(const uint8_t* piece, int32_t n, BpeScratch* s,
     const auto rank = static_cast<int32_t>(top >> 32);
     const auto at = static_cast<int32_t>(top & 0xFFFFFFFFu);
     // Stale: the part merged into its left neighbour, or its right neighbour changed.
-    // (A dead part's pair_rank is kNoRank, which no entry carries.)
+    // (A dead part's pair_rank is kNoRank, which no entry carries; an old entry that
+    // happens to equal the current pair describes that pair, so taking it is right.)
     if (s->pair_rank[at] != rank) continue;
 
     const int32_t right = s->next[at];

@@ -84,9 +84,10 @@ Result<Tokenizer> Tokenizer::from_contents(std::string_view ranks_file,
 
   if (!config.eos_token) return corruption(config_name + ": no eos_token");
   const auto eos = t.special_id(*config.eos_token);
-  if (!eos)
+  if (!eos) {
     return corruption(config_name + ": eos_token '" + *config.eos_token +
                       "' is not a special token");
+  }
   t.eos_id_ = *eos;
   if (config.bos_token) {
     t.bos_id_ = t.special_id(*config.bos_token);
