@@ -7,6 +7,7 @@
 // the input are plain text unless --specials is given (for testing chat templates).
 // detokenize writes the decoded bytes exactly as they are (no newline added; they may
 // be invalid UTF-8), or {"text": "..."} where invalid UTF-8 becomes U+FFFD.
+#include <charconv>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -23,29 +24,24 @@
 namespace nj::runner {
 namespace {
 
-// Parses "1,2,3" (spaces allowed around the commas).
-Result<std::vector<int32_t>> parse_ids(const std::string& text) {
+// Parses "1,2,3" (spaces allowed around the commas; "" is no ids).
+Result<std::vector<int32_t>> parse_ids(std::string_view text) {
   std::vector<int32_t> ids;
+  if (text.find_first_not_of(" \t") == std::string_view::npos) return ids;
   size_t pos = 0;
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
-    if (comma == std::string::npos) comma = text.size();
-    std::string item = text.substr(pos, comma - pos);
-    const size_t first = item.find_first_not_of(" \t");
-    const size_t last = item.find_last_not_of(" \t");
-    item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
-    if (item.empty() && comma == text.size() && ids.empty() && pos == 0) break;  // "" -> no ids
-    size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view item = text.substr(pos, comma - pos);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    int32_t id = -1;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || id < 0) {
+      return invalid_argument("'" + std::string(item) +
+                              "' is not a token id (expected a list like 1,2,3)");
     }
-    if (item.empty() || used != item.size() || v < 0 || v > INT32_MAX) {
-      return invalid_argument("'" + item + "' is not a token id (expected a list like 1,2,3)");
-    }
-    ids.push_back(static_cast<int32_t>(v));
+    ids.push_back(id);
     pos = comma + 1;
   }
   return ids;
