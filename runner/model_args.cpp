@@ -8,7 +8,10 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include <spdlog/spdlog.h>
+
 #include "engine/ops/cpu.h"
+#include "engine/util/process.h"
 #include "engine/util/sysinfo.h"
 #include "engine/util/units.h"
 
@@ -16,7 +19,8 @@ namespace nj::runner {
 
 void add_model_options(CLI::App& sub, ModelArgs& args) {
   sub.add_option("--model", args.model, "Model directory (config.json + safetensors)")->required();
-  sub.add_option("--threads", args.threads, "Compute threads (default: all cores); results do not depend on it")
+  sub.add_option("--threads", args.threads,
+                 "Compute threads (default: all cores if that measurably helps here, else 1); results do not depend on it")
       ->check(CLI::NonNegativeNumber);
   sub.add_option("--simd", args.simd, "Force a SIMD level: scalar, avx2 or avx512 (results do not depend on it)");
   sub.add_option("--prefill-chunk", args.prefill_chunk,
@@ -51,7 +55,10 @@ Result<std::unique_ptr<Model>> open_model(const ModelArgs& args, const RunShape&
     NJ_ASSIGN_OR_RETURN(SimdLevel level, parse_simd_level(args.simd));
     NJ_RETURN_IF_ERROR(force_simd_level(level).with_context("--simd"));
   }
-  if (args.threads > 0) omp_set_num_threads(args.threads);
+  // Without --threads, use every CPU only where that measurably speeds compute up.
+  const int threads = args.threads > 0 ? args.threads : calibrate_compute_threads();
+  omp_set_num_threads(threads);
+  spdlog::debug("compute threads: {}{}", threads, args.threads > 0 ? " (--threads)" : " (calibrated)");
   auto options = model_options(args, shape);
   if (!options.ok()) return options.status().with_context("--memory");
   return Model::open(args.model, *options);
