@@ -1,6 +1,8 @@
 // Job kinds by name and the JSON form of the settings stored with jobs and items.
 #include "jobs/job_spec.h"
 
+#include <algorithm>
+
 namespace nj::jobs {
 
 const char* job_kind_name(JobKind kind) {
@@ -43,6 +45,13 @@ Result<GenerateParams> generate_params_from_json(const nlohmann::json& j) {
   return p;
 }
 
+int64_t job_max_context(const JobSpec& spec) {
+  int64_t longest = 0;
+  for (const auto& item : spec.items)
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(item.prompt_ids.size()) + item.params.max_tokens);
+  return longest;
+}
+
 nlohmann::json job_settings_to_json(const JobSpec& spec) {
   nlohmann::json j = {{"name", spec.name},
                       {"kind", job_kind_name(spec.kind)},
@@ -51,6 +60,7 @@ nlohmann::json job_settings_to_json(const JobSpec& spec) {
                       {"priority", spec.priority},
                       {"source", spec.source}};
   j["memory_bytes"] = spec.memory_bytes ? nlohmann::json(*spec.memory_bytes) : nlohmann::json(nullptr);
+  j["max_context"] = job_max_context(spec);
   return j;
 }
 

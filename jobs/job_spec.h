@@ -58,7 +58,12 @@ struct JobSpec {
   std::vector<ItemSpec> items;
 };
 
-// The job-level settings as canonical JSON (stored with the job for `status` and audits).
+// The longest sequence an item of the job runs: prompt + max_tokens (what the engine's
+// memory plan must hold state for). REQUIRES: prompts tokenized (spec_model.h).
+int64_t job_max_context(const JobSpec& spec);
+
+// The job-level settings as canonical JSON, stored with the job: name, kind, model,
+// memory_bytes, max_attempts, priority, source, max_context.
 nlohmann::json job_settings_to_json(const JobSpec& spec);
 
 }  // namespace nj::jobs

@@ -17,7 +17,8 @@
 //     seed: N                  RNG seed (unsigned 64-bit), default 0
 //   items:                     required, at least one
 //     - id: TEXT               required, unique within the job (the result's custom_id)
-//       prompt: TEXT           the prompt as text (needs the model's tokenizer), or
+//       prompt: TEXT           the prompt as text (tokenized at submit with the model's
+//                              tokenizer; an error when the model has none), or
 //       prompt_ids: [N, ...]   the prompt as token ids (exactly one of the two)
 //       max_tokens: N          any `defaults` key overrides the default for this item
 //

@@ -40,6 +40,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
   add_compute_options(*sub, a->compute);
   sub->add_option("--prefill-chunk", a->sched.prefill_chunk, "Tokens per prefill pass (default 64)")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--io-threads", a->sched.io_threads, "Reads in flight when a job's memory budget streams (default 8)")
+      ->check(CLI::PositiveNumber);
   ItemRunOptions& item = a->sched.item;
   sub->add_option("--commit-tokens", item.commit_tokens,
                   "Store output tokens when this many are pending (default 64)")->check(CLI::PositiveNumber);

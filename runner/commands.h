@@ -14,6 +14,9 @@ using CommandTable = std::vector<std::pair<CLI::App*, CommandFn>>;
 void add_doctor_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 void add_generate_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 void add_logits_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+// `tokenize` and `detokenize`.
+void add_tokenize_commands(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 
 // The job store commands (cmd_submit.cpp, cmd_run.cpp, cmd_status.cpp, cmd_results.cpp).
 void add_submit_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);

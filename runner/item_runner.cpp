@@ -289,6 +289,7 @@ ItemReport ItemRun::lost() {
 
 Result<ItemReport> ItemRun::finish() {
   NewResult result{"length", static_cast<int64_t>(prompt_.size()), std::nullopt};
+  if (env_.tokenizer) result.output_text = env_.tokenizer->decode(output_);
   NJ_ASSIGN_OR_RETURN(bool owned, env_.store.finish_item(item_.id, env_.owner, progress(), result));
   if (!owned) return lost();
   mark_stored();

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "runner/lease_keeper.h"
 #include "runner/progress.h"
 #include "runner/state_checkpoints.h"
@@ -66,6 +67,7 @@ struct ItemReport {
 struct ItemEnv {
   JobStore& store;
   Model& model;
+  const Tokenizer* tokenizer;  // the model's, or null: results then carry no output_text
   StateCheckpoints& checkpoints;
   const ItemRunOptions& options;
   const std::string& owner;

@@ -1,12 +1,16 @@
 // The run loop: claims, model cache, outcomes, idle polling.
 #include "runner/scheduler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/util/units.h"
 #include "runner/lease_keeper.h"
 #include "runner/lease_owner.h"
 
@@ -15,27 +19,57 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The model of the current job, reopened only when a job names another one.
+// The model (and its tokenizer, when it has one) of the current job, reopened only when a
+// job needs another model, another memory budget or a longer context than the plan holds.
 class ModelCache {
  public:
-  Result<Model*> get(const JobRow& job) {
-    if (model_ && dir_ == job.model_dir && memory_ == job.memory_bytes) return model_.get();
+  explicit ModelCache(const SchedulerOptions& options) : options_(options) {}
+
+  Result<Model*> get(const JobRow& job, int64_t context) {
+    const uint64_t memory = job.memory_bytes.value_or(0);
+    if (model_ && dir_ == job.model_dir && memory_ == memory && context_ >= context) return model_.get();
     model_.reset();
+    tokenizer_.reset();
     auto t0 = Clock::now();
     ModelOptions options;
-    // TODO(issue 4): pass job.memory_bytes once ModelOptions has the memory budget.
+    options.memory_bytes = memory;
+    options.plan.prefill_chunk = options_.prefill_chunk;
+    options.plan.max_context = static_cast<int>(std::max<int64_t>(1, context));
+    options.plan.all_logits = true;  // the replay keeps a logits row per replayed token
+    options.streaming.io_threads = options_.io_threads;
     NJ_ASSIGN_OR_RETURN(model_, Model::open(job.model_dir, options));
+    if (Tokenizer::exists_in(job.model_dir)) {
+      NJ_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(job.model_dir));
+      tokenizer_.emplace(std::move(tok));
+    }
     dir_ = job.model_dir;
-    memory_ = job.memory_bytes;
-    spdlog::info("opened model {} in {:.2f} s", dir_, std::chrono::duration<double>(Clock::now() - t0).count());
+    memory_ = memory;
+    context_ = context;
+    spdlog::info("opened model {} in {:.2f} s ({}, context {}{})", dir_,
+                 std::chrono::duration<double>(Clock::now() - t0).count(),
+                 memory ? "budget " + format_bytes(memory) : std::string("all resident"), context,
+                 tokenizer_ ? ", with tokenizer" : "");
     return model_.get();
   }
+  const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
 
  private:
+  const SchedulerOptions& options_;
   std::unique_ptr<Model> model_;
+  std::optional<Tokenizer> tokenizer_;
   std::string dir_;
-  std::optional<uint64_t> memory_;
+  uint64_t memory_ = 0;
+  int64_t context_ = 0;
 };
+
+// The longest sequence of the claimed item's job (recorded at submit), at least the item's.
+int64_t job_context(const Claim& claim) {
+  int64_t context = static_cast<int64_t>(claim.item.prompt_ids.size()) + claim.item.max_tokens;
+  auto settings = nlohmann::json::parse(claim.job.settings_json, nullptr, false);
+  if (settings.is_object() && settings.contains("max_context") && settings["max_context"].is_number_integer())
+    context = std::max(context, settings["max_context"].get<int64_t>());
+  return context;
+}
 
 // The item runner of the job's kind (generate so far); another kind is a failed attempt.
 Result<ItemReport> run_claimed(const ItemEnv& env, const Claim& claim) {
@@ -61,7 +95,7 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
   const std::string owner = this_lease_owner();
   LeaseKeeper keeper(home.db_path(), owner, options.lease_s);
   StateCheckpoints files(home.dir);
-  ModelCache models;
+  ModelCache models(options);
   ItemRunOptions item_options = options.item;
   item_options.prefill_chunk = options.prefill_chunk;
   bool said_idle = false;
@@ -93,7 +127,7 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
                  claim->job.name, item.custom_id, item.tokens_done > 0 ? "resuming" : "starting", item.tokens_done,
                  item.max_tokens, item.attempts);
     keeper.start(item.id);
-    auto model = models.get(claim->job);
+    auto model = models.get(claim->job, job_context(*claim));
     if (!model.ok()) {
       keeper.stop();
       NJ_ASSIGN_OR_RETURN(auto state, store.fail_attempt(item.id, owner, Progress{item.tokens_done, {}, 0, 0},
@@ -103,7 +137,7 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
       else ++summary.failed_attempts;
       continue;
     }
-    ItemEnv env{store, **model, files, item_options, owner, stop, keeper, progress};
+    ItemEnv env{store, **model, models.tokenizer(), files, item_options, owner, stop, keeper, progress};
     auto t_item = Clock::now();
     auto report = run_claimed(env, *claim);
     keeper.stop();

@@ -26,6 +26,7 @@ struct SchedulerOptions {
   std::optional<int64_t> max_items;   // exit after this many items finished (done or failed)
   double poll_interval_s = 5;         // how often an idle run looks for new work
   int prefill_chunk = 64;             // engine SessionOptions::prefill_chunk
+  int io_threads = 8;                 // reads in flight when a job's budget streams weights
 };
 
 struct RunSummary {

@@ -24,9 +24,12 @@ class PosixRandomAccessFile final : public RandomAccessFile {
 
   Status read_at(uint64_t offset, void* dst, size_t n) override {
     auto* out = static_cast<uint8_t*>(dst);
+    // O_DIRECT transfers whole blocks: a read that ends at the end of the file asks for the
+    // rest of the last block and gets exactly the file's remaining bytes.
+    const size_t request = direct_ && offset + n == size_ ? static_cast<size_t>(align_up(n, kDirectAlign)) : n;
     size_t done = 0;
     while (done < n) {
-      ssize_t r = ::pread(fd_, out + done, n - done, static_cast<off_t>(offset + done));
+      ssize_t r = ::pread(fd_, out + done, request - done, static_cast<off_t>(offset + done));
       if (r < 0) {
         if (errno == EINTR) continue;
         return io_error(path_ + ": read of " + std::to_string(n) + " bytes at offset " +

@@ -1,5 +1,5 @@
 // Matrix-vector kernel throughput as a fraction of memory bandwidth measured in the same run.
-//   kernel_bench [--threads N] [--mb SIZE_MB] [--rounds N]
+//   kernel_bench [--threads N] [--mb SIZE_MB] [--rounds N] [--cols N (default 7168, K3's hidden)]
 // For each format and SIMD level, rounds alternate one memory-probe pass with one matvec
 // over a matrix of the same size (both far larger than the caches); each round yields a
 // ratio, and the median ratio is reported with the median rates. Alternating cancels the
@@ -57,12 +57,13 @@ Matrix make_matrix(ops::MatFormat f, int cols, size_t bytes) {
 
 int main(int argc, char** argv) {
   reexec_with_passive_omp_wait(argv);
-  int threads = 2, rounds = 9;
+  int threads = 2, rounds = 9, cols = 7168;
   size_t mb = 256;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--mb")) mb = static_cast<size_t>(std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--cols")) cols = std::atoi(argv[i + 1]);
   }
   omp_set_num_threads(threads);
   std::printf("kernel_bench: %d threads, %zu MB per matrix, %d alternating rounds (probe pass, matvec)\n\n",
@@ -70,7 +71,6 @@ int main(int argc, char** argv) {
   std::printf("%-6s %-7s %10s %11s %11s %9s\n", "format", "simd", "ms/matvec", "kernel GB/s", "probe GB/s",
               "ratio");
   MemoryProbe probe(mb << 20, threads);
-  const int cols = 7168;
   for (ops::MatFormat f : {ops::MatFormat::kBF16, ops::MatFormat::kMxfp4, ops::MatFormat::kF32}) {
     Matrix m = make_matrix(f, cols, mb << 20);
     std::vector<float> xin(cols, 0.5f), y(static_cast<size_t>(m.ref.rows));

@@ -580,6 +580,8 @@ def build_parser():
                          "vocab_size becomes its size")
     tk.add_argument("--no-tokenizer", dest="tokenizer", action="store_false")
     ap.add_argument("--force", action="store_true", help="replace a model previously written to --out")
+    ap.add_argument("--if-missing", action="store_true",
+                    help="do nothing when --out already holds a config.json (test fixtures share one model)")
     ap.add_argument("--sparse", action="store_true",
                     help="write headers only, over sparse files of the full size (data reads as zeros)")
     dims = ap.add_argument_group("dimensions")
@@ -619,6 +621,9 @@ def spec_from_args(a, ap):
 def main(argv=None):
     ap = build_parser()
     a = ap.parse_args(argv)
+    if a.if_missing and os.path.isfile(os.path.join(a.out, "config.json")):
+        print("make_model: %s exists; kept" % a.out, file=sys.stderr)
+        return
     spec = spec_from_args(a, ap)
     log = lambda m: print(m, file=sys.stderr)
     r = write_model(spec, a.out, seed=a.seed, shard_bytes=a.shard_bytes, config_form=a.config_form,

@@ -159,12 +159,12 @@ TEST_CASE("checks against the model config: vocabulary range and text prompts", 
   REQUIRE(spec.ok());
   ModelConfig config;
   config.vocab = 256;
-  Status s = check_spec_against_config(*spec, config);
+  Status s = check_spec_against_model(*spec, config, nullptr);
   REQUIRE_FALSE(s.ok());
   INFO(s.message());
   CHECK(s.message().find("s.yaml:5:25: items[0].prompt_ids[1]: token id 300 is outside the model's vocabulary (size 256)") !=
         std::string::npos);
-  CHECK(s.message().find("s.yaml:6:21: items[1].prompt: text prompts need the model's tokenizer") != std::string::npos);
+  CHECK(s.message().find("s.yaml:6:21: items[1].prompt: text prompts need the model's tokenizer, and /m has none") != std::string::npos);
   CHECK(s.message().find("items[2]") == std::string::npos);
 }
 

@@ -1,0 +1,117 @@
+// One budget's decode run for tests/bench/run_stream_bench.sh (which drops the page cache
+// before each run, measures the device, and prints the table). Prints one JSON object:
+//   stream_bench --model DIR --memory SIZE|all [--tokens N] [--prompt N] [--bandwidth GBps]
+#include <omp.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/model/sampler.h"
+#include "engine/model/session.h"
+#include "engine/util/process.h"
+#include "engine/util/sysinfo.h"
+#include "engine/util/units.h"
+#include "tests/bench/bench_util.h"
+
+using namespace nj;
+
+namespace {
+uint64_t total_read(const WeightStats& w) {
+  return w.trunk_bytes_read + w.head_bytes_read + w.expert_bytes_read + w.embedding_bytes_read;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  reexec_with_passive_omp_wait(argv);
+  std::string dir, memory = "all";
+  int tokens = 12, prompt_len = 4;
+  double bandwidth = 2.6;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--model")) dir = argv[i + 1];
+    if (!std::strcmp(argv[i], "--memory")) memory = argv[i + 1];
+    if (!std::strcmp(argv[i], "--tokens")) tokens = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--prompt")) prompt_len = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--bandwidth")) bandwidth = std::atof(argv[i + 1]);
+  }
+  ModelOptions o;
+  o.plan.prefill_chunk = prompt_len;
+  o.plan.max_context = prompt_len + tokens;
+  o.plan.bandwidth_gbps = bandwidth;
+  if (memory != "all" && memory != "min") {
+    auto b = parse_bytes(memory);
+    if (!b.ok()) {
+      std::fprintf(stderr, "%s\n", b.status().to_string().c_str());
+      return 2;
+    }
+    o.memory_bytes = *b;
+  }
+  if (memory == "min") {
+    auto config = load_model_config(dir);
+    auto index = CheckpointIndex::open(dir);
+    if (!config.ok() || !index.ok()) return 1;
+    auto layout = ModelLayout::build(*config, *index);
+    auto plan = plan_residency(*layout, 0, o.plan);
+    if (!layout.ok() || !plan.ok()) return 1;
+    o.memory_bytes = plan->min_memory_bytes;
+  }
+  const double t_open = bench::now_s();
+  auto model = Model::open(dir, o);
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", model.status().to_string().c_str());
+    return 1;
+  }
+  const double open_s = bench::now_s() - t_open;
+  const int vocab = (*model)->config().vocab;
+  Session s(**model, SessionOptions{prompt_len});
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < prompt_len; ++i) prompt.push_back((i * 7919 + 13) % vocab);
+  if (!s.feed(prompt).ok()) return 1;
+  std::vector<double> step_s, step_bytes;
+  uint64_t bytes0 = total_read((*model)->weights().stats());
+  const WeightStats w0 = (*model)->weights().stats();
+  const double wait0 = s.stats().wait_s;
+  for (int i = 0; i < tokens; ++i) {
+    const int32_t next[1] = {argmax(s.last_logits())};
+    const double t0 = bench::now_s();
+    Status st = s.feed(next);
+    if (!st.ok()) {
+      std::fprintf(stderr, "%s\n", st.to_string().c_str());
+      return 1;
+    }
+    step_s.push_back(bench::now_s() - t0);
+    const uint64_t b = total_read((*model)->weights().stats());
+    step_bytes.push_back(static_cast<double>(b - bytes0));
+    bytes0 = b;
+  }
+  const WeightStats w1 = (*model)->weights().stats();
+  const ResidencyPlan& plan = (*model)->plan();
+  double decode_s = 0, decode_bytes = 0;
+  for (size_t i = 0; i < step_s.size(); ++i) {
+    decode_s += step_s[i];
+    decode_bytes += step_bytes[i];
+  }
+  const uint64_t lookups = (w1.expert_hits - w0.expert_hits) + (w1.expert_misses - w0.expert_misses);
+  nlohmann::json j;
+  j["memory"] = memory;
+  j["budget_bytes"] = plan.budget_bytes;
+  j["min_memory_bytes"] = plan.min_memory_bytes;
+  j["open_s"] = open_s;
+  j["median_s_per_token"] = bench::median(step_s);
+  j["mean_s_per_token"] = decode_s / tokens;
+  j["bytes_per_token"] = decode_bytes / tokens;
+  j["median_bytes_per_token"] = bench::median(step_bytes);
+  j["predicted_bytes_per_token"] = plan.predicted_bytes_per_token();
+  j["read_busy_s"] = w1.read_s - w0.read_s;
+  j["io_wait_s"] = s.stats().wait_s - wait0;
+  j["hit_rate"] = lookups ? static_cast<double>(w1.expert_hits - w0.expert_hits) / static_cast<double>(lookups) : 0.0;
+  j["peak_rss_bytes"] = peak_rss_bytes();
+  j["planned_bytes"] = plan.total_bytes();
+  j["tokens"] = tokens;
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
