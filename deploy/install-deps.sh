@@ -15,6 +15,11 @@ packages=(
   catch2                              # unit tests (v2)
   python3 python3-numpy               # tests/reference: the independent numpy model
 )
+# Node.js and npm run the tokenizer parity test and benchmark against npm's tiktoken.
+# Only when the commands are missing: a machine may have them from elsewhere (e.g.
+# NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package).
+if ! command -v node >/dev/null 2>&1; then packages+=(nodejs); fi
+if ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
 
 missing=()
 for p in "${packages[@]}"; do

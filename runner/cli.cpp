@@ -41,6 +41,8 @@ int run_cli(int argc, char** argv) {
   add_doctor_command(app, global, table);
   add_generate_command(app, global, table);
   add_logits_command(app, global, table);
+  add_plan_command(app, global, table);
+  add_tokenize_commands(app, global, table);
 
   try {
     app.parse(argc, argv);

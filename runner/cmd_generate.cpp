@@ -2,6 +2,7 @@
 // the sequence state after its last token (--save-state) and continue from such a state
 // (--load-state), producing exactly the tokens an uninterrupted run would have.
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 
@@ -152,7 +153,14 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       resume_info = *info;
     }
     auto t_load = Clock::now();
-    auto model = open_model(a->model);
+    // The run's context: the saved positions when resuming, the prompt, and every generated
+    // token (with --save-state the last one is fed too).
+    const int prompt_len = static_cast<int>(prompt.size());
+    const int64_t context = resume_info.position + prompt_len + a->max_tokens;
+    if (context > INT32_MAX)
+      return report_usage_error("--max-tokens", invalid_argument("the context would exceed " +
+                                                                 std::to_string(INT32_MAX)));
+    auto model = open_model(a->model, RunShape{static_cast<int>(context), prompt_len, false});
     if (!model.ok()) return report_failure(model.status());
     Session session(**model, SessionOptions{a->model.prefill_chunk});
     Sampler sampler(sp);
@@ -209,6 +217,7 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       j["timings"] = {{"load_s", load_s}, {"prefill_s", prefill_s}, {"decode_s", decode_s},
                       {"decode_tokens_per_s", decode_steps > 0 ? decode_steps / decode_s : 0.0}};
       j["run"] = run_info(session.stats());
+      j["stats"] = stats_json(**model, session.stats());
       print_json(j);
     } else {
       for (size_t i = 0; i < out.size(); ++i) std::printf("%s%d", i ? " " : "", out[i]);
@@ -217,6 +226,7 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
                    prefill_s, decode_steps, decode_s);
       if (save) spdlog::info("state at position {} saved to {}", session.position(), a->save_state);
     }
+    if (a->model.stats) std::fprintf(stderr, "stats: %s\n", stats_text(stats_json(**model, session.stats())).c_str());
     return kExitOk;
   });
 }
@@ -235,7 +245,8 @@ void add_logits_command(CLI::App& app, const GlobalOptions&, CommandTable& table
   table.emplace_back(sub, [a]() -> int {
     auto prompt = parse_id_list(a->prompt_ids);
     if (!prompt.ok()) return report_usage_error("--prompt-ids", prompt.status());
-    auto model = open_model(a->model);
+    const int n = static_cast<int>(prompt->size());
+    auto model = open_model(a->model, RunShape{n, n, /*all_logits=*/true});
     if (!model.ok()) return report_failure(model.status());
     Session session(**model, SessionOptions{a->model.prefill_chunk});
     std::vector<float> all;
@@ -249,11 +260,13 @@ void add_logits_command(CLI::App& app, const GlobalOptions&, CommandTable& table
       j["argmax"] = am;
       j["last_logits"] = session.last_logits();
       j["run"] = run_info(session.stats());
+      j["stats"] = stats_json(**model, session.stats());
       print_json(j);
     } else {
       for (size_t i = 0; i < am.size(); ++i) std::printf("%s%d", i ? " " : "", am[i]);
       std::printf("\n");
     }
+    if (a->model.stats) std::fprintf(stderr, "stats: %s\n", stats_text(stats_json(**model, session.stats())).c_str());
     return kExitOk;
   });
 }

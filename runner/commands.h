@@ -14,5 +14,8 @@ using CommandTable = std::vector<std::pair<CLI::App*, CommandFn>>;
 void add_doctor_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 void add_generate_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 void add_logits_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+// `tokenize` and `detokenize`.
+void add_tokenize_commands(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 
 }  // namespace nj::runner

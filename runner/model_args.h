@@ -5,7 +5,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/model/model.h"
+#include "engine/model/session.h"
 #include "engine/util/status.h"
 
 namespace CLI {
@@ -19,14 +22,36 @@ struct ModelArgs {
   int threads = 0;         // --threads N; 0 = all cores
   std::string simd;        // --simd LEVEL; empty = detected (or NIGHTJAR_SIMD)
   int prefill_chunk = 64;  // --prefill-chunk N
+  std::string memory;      // --memory SIZE; empty = everything resident
+  int max_context = 0;     // --max-context N: positions the budget reserves state for; 0 = what the command needs
+  int io_threads = 8;      // --io-threads N
+  bool stats = false;      // --stats
 };
 
-// Adds --model (required), --threads, --simd, --prefill-chunk.
+// Adds --model (required), --threads, --simd, --prefill-chunk, --memory, --max-context,
+// --io-threads, --stats.
 void add_model_options(CLI::App& sub, ModelArgs& args);
+
+// What a command will run: the sequence length it needs (prompt + generated tokens), the
+// tokens fed per pass, and whether it keeps logits for every position.
+struct RunShape {
+  int context = 0;
+  int longest_feed = 0;
+  bool all_logits = false;
+};
+
+// The ModelOptions the flags describe for a run of `shape`: the budget reserves sequence
+// state for the run's context (or --max-context) and scratch for its largest pass.
+// InvalidArgument naming the flag for a bad value.
+Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape);
 
 // Applies --threads and --simd to the process, then opens the model. Usage errors come back
 // as InvalidArgument naming the flag.
-Result<std::unique_ptr<Model>> open_model(const ModelArgs& args);
+Result<std::unique_ptr<Model>> open_model(const ModelArgs& args, const RunShape& shape);
+
+// The run's I/O and compute figures ("stats" in --output json; --stats prints them as text).
+nlohmann::json stats_json(Model& model, const ForwardStats& forward);
+std::string stats_text(const nlohmann::json& stats);
 
 // "3,7,11" → {3, 7, 11}. InvalidArgument naming the text otherwise.
 Result<std::vector<int32_t>> parse_id_list(const std::string& text);

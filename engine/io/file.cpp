@@ -2,6 +2,7 @@
 #include "engine/io/file.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,9 +24,12 @@ class PosixRandomAccessFile final : public RandomAccessFile {
 
   Status read_at(uint64_t offset, void* dst, size_t n) override {
     auto* out = static_cast<uint8_t*>(dst);
+    // O_DIRECT transfers whole blocks: a read that ends at the end of the file asks for the
+    // rest of the last block and gets exactly the file's remaining bytes.
+    const size_t request = direct_ && offset + n == size_ ? static_cast<size_t>(align_up(n, kDirectAlign)) : n;
     size_t done = 0;
     while (done < n) {
-      ssize_t r = ::pread(fd_, out + done, n - done, static_cast<off_t>(offset + done));
+      ssize_t r = ::pread(fd_, out + done, request - done, static_cast<off_t>(offset + done));
       if (r < 0) {
         if (errno == EINTR) continue;
         return io_error(path_ + ": read of " + std::to_string(n) + " bytes at offset " +
@@ -96,8 +100,14 @@ Result<std::string> read_small_file(const std::string& path, size_t max_bytes) {
 
 AlignedBuffer::AlignedBuffer(size_t n) : n_(n) {
   if (n == 0) return;
-  p_ = static_cast<uint8_t*>(std::aligned_alloc(kDirectAlign, align_up(n, kDirectAlign)));
+  // Large buffers (weights) sit on 2 MiB boundaries and ask for transparent huge pages:
+  // kernels streaming hundreds of MB through the TLB run measurably faster on them.
+  constexpr size_t kHuge = 2u << 20;
+  const size_t align = n >= 2 * kHuge ? kHuge : kDirectAlign;
+  const size_t bytes = align_up(n, align);
+  p_ = static_cast<uint8_t*>(std::aligned_alloc(align, bytes));
   if (!p_) throw std::bad_alloc();
+  if (align == kHuge) ::madvise(p_, bytes, MADV_HUGEPAGE);  // advice only; failure is harmless
 }
 
 AlignedBuffer::~AlignedBuffer() { std::free(p_); }

@@ -28,7 +28,8 @@ class RandomAccessFile {
   // Reads exactly n bytes at `offset` into dst. A short read (end of file) or an OS error
   // returns IOError naming the file, the offset and the length; dst is then unspecified.
   // REQUIRES (when direct()): dst, offset and n are multiples of kDirectAlign, except
-  // that n may end at the end of the file.
+  // that n may end at the end of the file; dst then has room for n rounded up to
+  // kDirectAlign (the device transfers whole blocks).
   virtual Status read_at(uint64_t offset, void* dst, size_t n) = 0;
 
   virtual uint64_t size() const = 0;

@@ -70,8 +70,8 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, LayerState& st, cons
       ops::softmax_inplace(score, static_cast<int>(n));
       for (int i = 0; i < kvl; ++i) ctx[i] = 0.0f;
       for (size_t p = 0; p < n; ++p) kt.axpy(score[p], latent + p * static_cast<size_t>(kvl), ctx, kvl);
-      kt.matmul_rows(wvb, ctx, 1, static_cast<size_t>(kvl),
-                     o + static_cast<size_t>(t) * orow + static_cast<size_t>(h * vd), static_cast<size_t>(vd), 0, vd);
+      ops::matmul_serial(wvb, ctx, 1, static_cast<size_t>(kvl),
+                         o + static_cast<size_t>(t) * orow + static_cast<size_t>(h * vd), static_cast<size_t>(vd));
     }
   }
   // o ⊙ σ(g_proj x) before o_proj (no norm)

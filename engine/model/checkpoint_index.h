@@ -20,20 +20,23 @@
 #include <vector>
 
 #include "engine/model/dtype.h"
+#include "engine/util/prefault_allocator.h"
 #include "engine/util/status.h"
 
 namespace nj {
 
-inline constexpr int kMaxTensorDims = 6;
+// Language-model checkpoints use at most 3; more is refused with a message.
+inline constexpr int kMaxTensorDims = 4;
 
+// 56 bytes: the K3 index holds half a million of these.
 struct TensorInfo {
   std::string_view name;  // points into the index's name arena; valid while the index lives
+  uint64_t offset = 0;    // absolute byte offset in the file
+  uint64_t nbytes = 0;
+  std::array<uint32_t, kMaxTensorDims> shape{};
+  uint32_t file = 0;      // index into CheckpointIndex::files()
   DType dtype = DType::kF32;
   uint8_t ndim = 0;
-  std::array<uint64_t, kMaxTensorDims> shape{};
-  uint32_t file = 0;    // index into CheckpointIndex::files()
-  uint64_t offset = 0;  // absolute byte offset in the file
-  uint64_t nbytes = 0;
 
   uint64_t numel() const;
   std::string shape_string() const;  // "[64, 128]"
@@ -58,7 +61,8 @@ class CheckpointIndex {
   // nullptr when absent.
   const TensorInfo* find(std::string_view name) const;
 
-  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  using TensorVector = std::vector<TensorInfo, PrefaultAllocator<TensorInfo>>;
+  const TensorVector& tensors() const { return tensors_; }
   const std::vector<CheckpointFile>& files() const { return files_; }
   const std::string& dir() const { return dir_; }
   uint64_t total_tensor_bytes() const;
@@ -76,9 +80,15 @@ class CheckpointIndex {
 
   std::string dir_;
   std::vector<CheckpointFile> files_;
-  std::vector<TensorInfo> tensors_;
+  TensorVector tensors_;
   std::vector<std::unique_ptr<char[]>> name_arenas_;  // one per shard; names point here
-  std::vector<uint32_t> slots_;                       // open addressing: tensor index + 1
+  // Open addressing: per slot, tensor index + 1 (0 = empty) and the high 32 bits of the
+  // name's hash, so that a probe rarely touches a tensor or its name it does not want.
+  struct Slot {
+    uint32_t index_plus_one = 0;
+    uint32_t tag = 0;
+  };
+  std::vector<Slot, PrefaultAllocator<Slot>> slots_;
 };
 
 }  // namespace nj

@@ -56,11 +56,13 @@ class ConfigReader {
   Status positive_int(const std::string& key, int* out, bool linear = false,
                       const std::string& alias = "", bool allow_zero = false) const {
     const json* v = find(key, linear, alias);
-    if (!v) return missing(key, linear);
-    if (!v->is_number_integer()) return bad(key, linear, *v, "expected an integer");
+    // In the flat form a message names the key as the file spells it (the alias).
+    const std::string& name = (!nested_ && !alias.empty()) ? alias : key;
+    if (!v) return missing(name, linear);
+    if (!v->is_number_integer()) return bad(name, linear, *v, "expected an integer");
     int64_t x = v->get<int64_t>();
     if (x < (allow_zero ? 0 : 1) || x > (1 << 30))
-      return bad(key, linear, *v, allow_zero ? "expected a non-negative integer" : "expected a positive integer");
+      return bad(name, linear, *v, allow_zero ? "expected a non-negative integer" : "expected a positive integer");
     *out = static_cast<int>(x);
     return Status();
   }

@@ -33,7 +33,12 @@ Result<std::unique_ptr<Model>> Model::open(const std::string& dir, const ModelOp
   m->index_ = std::make_unique<CheckpointIndex>(std::move(index));
   NJ_ASSIGN_OR_RETURN(ModelLayout layout, ModelLayout::build(m->config_, *m->index_));
   m->layout_ = std::make_unique<ModelLayout>(std::move(layout));
-  NJ_ASSIGN_OR_RETURN(m->source_, ResidentSource::open(*m->index_, *m->layout_));
+  NJ_ASSIGN_OR_RETURN(m->plan_, plan_residency(*m->layout_, options.memory_bytes, options.plan));
+  if (options.memory_bytes == 0) {
+    NJ_ASSIGN_OR_RETURN(m->source_, ResidentSource::open(*m->index_, *m->layout_));
+  } else {
+    NJ_ASSIGN_OR_RETURN(m->source_, StreamingSource::open(*m->index_, *m->layout_, m->plan_, options.streaming));
+  }
   const std::string text = canonical_config_text(m->config_);
   m->fingerprint_ = XXH3_64bits(text.data(), text.size()) ^ m->index_->layout_fingerprint();
   return m;

@@ -9,17 +9,24 @@
 #include "engine/model/checkpoint_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
+#include "engine/model/planner.h"
+#include "engine/model/streaming_source.h"
 #include "engine/model/weight_source.h"
 
 namespace nj {
 
 struct ModelOptions {
-  int index_threads = 0;  // threads parsing shard headers; 0 = all cores
+  int index_threads = 0;       // threads parsing shard headers; 0 = all cores
+  uint64_t memory_bytes = 0;   // budget; 0 = read everything into RAM (no streaming)
+  PlanOptions plan;            // what the budget must also hold (scratch, state)
+  StreamingOptions streaming;  // I/O threads, file opener, cache policy
 };
 
 class Model {
  public:
-  // Opens `dir` and reads every weight into RAM. Errors name the file and tensor or key.
+  // Opens `dir`. Without a budget every weight is read into RAM; with one the weights stream
+  // from disk as the residency plan says. Errors name the file and tensor or key, or state
+  // the minimum budget.
   static Result<std::unique_ptr<Model>> open(const std::string& dir, const ModelOptions& options = {});
 
   const std::string& dir() const { return dir_; }
@@ -27,6 +34,8 @@ class Model {
   const CheckpointIndex& index() const { return *index_; }
   const ModelLayout& layout() const { return *layout_; }
   WeightSource& weights() { return *source_; }
+  // The residency plan in force (everything resident without a budget).
+  const ResidencyPlan& plan() const { return plan_; }
 
   // Identifies the weights: a hash of the parsed config and of every tensor's name, dtype
   // and shape. A state checkpoint records it so it is never restored into another model.
@@ -38,6 +47,7 @@ class Model {
   ModelConfig config_;
   std::unique_ptr<CheckpointIndex> index_;
   std::unique_ptr<ModelLayout> layout_;
+  ResidencyPlan plan_;
   std::unique_ptr<WeightSource> source_;
   uint64_t fingerprint_ = 0;
 };

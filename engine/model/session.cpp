@@ -40,6 +40,26 @@ struct Session::Workspace {
   std::vector<float> logits;// [rows][vocab]
 };
 
+uint64_t estimate_session_scratch_bytes(const ModelConfig& c, int chunk, int max_context, bool all_logits) {
+  const uint64_t T = static_cast<uint64_t>(chunk), hid = static_cast<uint64_t>(c.hidden);
+  const uint64_t P = static_cast<uint64_t>(c.kda_width()), H = static_cast<uint64_t>(c.kda_heads),
+                 D = static_cast<uint64_t>(c.kda_head_dim), K = static_cast<uint64_t>(c.conv_kernel);
+  const uint64_t nh = static_cast<uint64_t>(c.heads), kvl = static_cast<uint64_t>(c.kv_lora_rank),
+                 rope = static_cast<uint64_t>(c.qk_rope), qk = static_cast<uint64_t>(c.qk_nope + c.qk_rope),
+                 vd = static_cast<uint64_t>(c.v_head_dim);
+  const uint64_t E = static_cast<uint64_t>(c.num_experts), k = static_cast<uint64_t>(c.top_k),
+                 lat = static_cast<uint64_t>(c.latent), mi = static_cast<uint64_t>(c.moe_inter);
+  const uint64_t blocks = static_cast<uint64_t>((c.layers - 1) / c.attn_res_block_size + 1);
+  const uint64_t inter = std::max<uint64_t>(static_cast<uint64_t>(c.dense_inter), static_cast<uint64_t>(c.shared_inter()));
+  uint64_t floats = (5 + blocks) * T * hid + (all_logits ? T : 1) * static_cast<uint64_t>(c.vocab);
+  floats += 7 * T * P + T * H + T * D + (T + K - 1) * P + 2 * H * D;                      // KDA
+  floats += T * (static_cast<uint64_t>(c.q_lora_rank) + nh * qk + kvl + rope + 2 * nh * vd) +
+            nh * (2 * kvl + static_cast<uint64_t>(max_context));                            // MLA
+  floats += T * (E + 2 * k + lat) + 4 * T * k * lat + 2 * T * k * mi + T * hid + 2 * T * inter;  // MoE, FFN
+  floats += T * std::max({hid, P, inter, lat, mi, kvl});                                     // arranged activations
+  return floats * sizeof(float);
+}
+
 Session::Session(Model& model, SessionOptions options)
     : model_(model), options_(options), state_(SequenceState::empty(model.config())),
       ws_(std::make_unique<Workspace>()) {

@@ -31,6 +31,11 @@ struct ForwardStats {
   uint64_t expert_computations = 0;  // (expert, chunk) pairs computed
 };
 
+// An upper bound of the scratch memory a Session allocates for chunks of `chunk` tokens
+// (every buffer at its largest), counting [chunk][vocab] logits when `all_logits`, and
+// per-head score rows for `max_context` positions. The residency planner reserves it.
+uint64_t estimate_session_scratch_bytes(const ModelConfig& c, int chunk, int max_context, bool all_logits);
+
 // Not thread-safe: one call at a time. The model must outlive the session.
 class Session {
  public:

@@ -27,8 +27,9 @@ const KernelTable& kernel_table(SimdLevel level) {
 
 const KernelTable& kernels() { return kernel_table(active_simd_level()); }
 
-void mxfp4_arrange_x(const float* x, int n, float* out) {
-  for (int b = 0; b < n / 32; ++b) {
+void arrange_pairs(const float* x, int n, float* out) {
+  const int full = n / 32;
+  for (int b = 0; b < full; ++b) {
     const float* xb = x + 32 * b;
     float* ob = out + 32 * b;
     for (int j = 0; j < 16; ++j) {
@@ -36,27 +37,44 @@ void mxfp4_arrange_x(const float* x, int n, float* out) {
       ob[16 + j] = xb[2 * j + 1];
     }
   }
+  for (int i = 32 * full; i < n; ++i) out[i] = x[i];
+}
+
+namespace {
+
+// Paired formats read their activations per chunk as evens then odds; arranges them once
+// into thread-local scratch and returns what the row kernels should read.
+const float* prepare_x(const MatRef& W, const float* X, int T, size_t xs, size_t* stride) {
+  *stride = xs;
+  if (!uses_pairs(W.format)) return X;
+  NJ_CHECK(W.format != MatFormat::kMxfp4 || W.cols % 32 == 0);
+  thread_local std::vector<float> arranged;
+  arranged.resize(static_cast<size_t>(T) * static_cast<size_t>(W.cols));
+  for (int t = 0; t < T; ++t)
+    arrange_pairs(X + static_cast<size_t>(t) * xs, W.cols,
+                  arranged.data() + static_cast<size_t>(t) * static_cast<size_t>(W.cols));
+  *stride = static_cast<size_t>(W.cols);
+  return arranged.data();
+}
+
+}  // namespace
+
+void matmul_serial(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys) {
+  if (W.rows == 0 || T == 0) return;
+  size_t xin_stride;
+  const float* Xin = prepare_x(W, X, T, xs, &xin_stride);
+  kernels().matmul_rows(W, Xin, T, xin_stride, Y, ys, 0, W.rows);
 }
 
 void matmul(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys) {
   const KernelTable& k = kernels();
   if (W.rows == 0 || T == 0) return;
-  const float* Xin = X;
-  size_t xin_stride = xs;
-  // MXFP4 rows read their activations per block as evens then odds; arrange them once.
-  thread_local std::vector<float> arranged;
-  if (W.format == MatFormat::kMxfp4) {
-    NJ_CHECK(W.cols % 32 == 0);
-    arranged.resize(static_cast<size_t>(T) * static_cast<size_t>(W.cols));
-    for (int t = 0; t < T; ++t)
-      mxfp4_arrange_x(X + static_cast<size_t>(t) * xs, W.cols,
-                      arranged.data() + static_cast<size_t>(t) * static_cast<size_t>(W.cols));
-    Xin = arranged.data();
-    xin_stride = static_cast<size_t>(W.cols);
-  }
-  // Small products are not worth waking the thread team.
+  size_t xin_stride;
+  const float* Xin = prepare_x(W, X, T, xs, &xin_stride);
+  // Small products are not worth waking the thread team (a fork/join costs tens of
+  // microseconds with passive waiting; 512K multiply-adds take about as long on one core).
   const double work = static_cast<double>(W.rows) * W.cols * T;
-  const int threads = work < 65536.0 ? 1 : std::min(omp_get_max_threads(), (W.rows + 3) / 4);
+  const int threads = work < 524288.0 ? 1 : std::min(omp_get_max_threads(), (W.rows + 3) / 4);
   if (threads <= 1) {
     k.matmul_rows(W, Xin, T, xin_stride, Y, ys, 0, W.rows);
     return;

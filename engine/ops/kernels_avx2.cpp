@@ -4,6 +4,7 @@
 // equal the scalar table bit for bit.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -64,38 +65,78 @@ inline __m256 e2m1_decode(__m256i nib, __m256 lut8) {
   return _mm256_xor_ps(mag, _mm256_castsi256_ps(sign));
 }
 
+// BF16 rows in the paired order: each 32-byte load widens 16 elements (the low halves of
+// the dwords are the even elements, the high halves the odd ones).
 template <int R>
-inline void mxfp4_rows(const uint8_t* const* rows, const uint8_t* const* scales, const float* xa,
-                       int nblocks, float* out) {
-  const __m256 lut8 = _mm256_loadu_ps(kE2M1);
-  const __m256i low4 = _mm256_set1_epi32(15);
+inline void bf16_rows(const uint8_t* const* rows, const float* xa, int n, float* out) {
+  const int chunks = n / 32;
+  const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   __m256 lo[R], hi[R];
   for (int k = 0; k < R; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
-  for (int b = 0; b < nblocks; ++b) {
-    const float* xe = xa + 32 * static_cast<size_t>(b);
-    const __m256 xe0 = _mm256_loadu_ps(xe), xe1 = _mm256_loadu_ps(xe + 8);
-    const __m256 xo0 = _mm256_loadu_ps(xe + 16), xo1 = _mm256_loadu_ps(xe + 24);
+  for (int c = 0; c < chunks; ++c) {
+    const float* x = xa + 32 * static_cast<size_t>(c);
+    const __m256 xe0 = _mm256_loadu_ps(x), xe1 = _mm256_loadu_ps(x + 8);
+    const __m256 xo0 = _mm256_loadu_ps(x + 16), xo1 = _mm256_loadu_ps(x + 24);
     for (int k = 0; k < R; ++k) {
-      const uint8_t sc = scales[k][b];
-      if (sc == kE8M0Zero) continue;
-      const uint8_t* p = rows[k] + 16 * static_cast<size_t>(b);
-      const __m256i v0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-      const __m256i v1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)));
-      const __m256 f = _mm256_set1_ps(e8m0_scale(sc));
-      __m256 t0 = _mm256_mul_ps(e2m1_decode(_mm256_and_si256(v0, low4), lut8), xe0);
-      __m256 t1 = _mm256_mul_ps(e2m1_decode(_mm256_and_si256(v1, low4), lut8), xe1);
-      t0 = _mm256_fmadd_ps(e2m1_decode(_mm256_srli_epi32(v0, 4), lut8), xo0, t0);
-      t1 = _mm256_fmadd_ps(e2m1_decode(_mm256_srli_epi32(v1, 4), lut8), xo1, t1);
-      lo[k] = _mm256_fmadd_ps(t0, f, lo[k]);
-      hi[k] = _mm256_fmadd_ps(t1, f, hi[k]);
+      const uint8_t* w = rows[k] + 64 * static_cast<size_t>(c);
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32));
+      lo[k] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w0, 16)), xe0, lo[k]);
+      hi[k] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w1, 16)), xe1, hi[k]);
+      lo[k] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(w0, hi_mask)), xo0, lo[k]);
+      hi[k] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(w1, hi_mask)), xo1, hi[k]);
     }
   }
   for (int k = 0; k < R; ++k) {
     alignas(32) float s[16];
     _mm256_store_ps(s, lo[k]);
     _mm256_store_ps(s + 8, hi[k]);
+    bf16_pair_lanes(rows[k], xa, chunks, n, s);
     out[k] = reduce16(s);
   }
+}
+
+// One MXFP4 block: t for lanes 0-7 and 8-15 (the canonical order in kernels.h).
+inline void mxfp4_block(const uint8_t* p, const float* xe, __m256 lut8, __m256* t0, __m256* t1) {
+  const __m256i v0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m256i v1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)));
+  // e2m1_decode reads only bits 0-3 of each index: v itself selects the low nibble.
+  *t0 = _mm256_mul_ps(e2m1_decode(v0, lut8), _mm256_loadu_ps(xe));
+  *t1 = _mm256_mul_ps(e2m1_decode(v1, lut8), _mm256_loadu_ps(xe + 8));
+  *t0 = _mm256_fmadd_ps(e2m1_decode(_mm256_srli_epi32(v0, 4), lut8), _mm256_loadu_ps(xe + 16), *t0);
+  *t1 = _mm256_fmadd_ps(e2m1_decode(_mm256_srli_epi32(v1, 4), lut8), _mm256_loadu_ps(xe + 24), *t1);
+}
+
+// One MXFP4 row; four accumulator sets by block number mod 4 (kernels.h), each two ymm
+// registers (lanes 0-7, 8-15), unrolled so that all eight stay in registers.
+inline float mxfp4_row(const uint8_t* row, const uint8_t* scales, const float* xa, int nblocks) {
+  const __m256 lut8 = _mm256_loadu_ps(kE2M1);
+  __m256 lo[4], hi[4];
+  for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
+  auto step = [&](int b, __m256& l, __m256& h) {
+    __m256 t0, t1;
+    mxfp4_block(row + 16 * static_cast<size_t>(b), xa + 32 * static_cast<size_t>(b), lut8, &t0, &t1);
+    const __m256 f = _mm256_set1_ps(mxfp4_factor(scales[b]));
+    l = _mm256_fmadd_ps(t0, f, l);
+    h = _mm256_fmadd_ps(t1, f, h);
+  };
+  int b = 0;
+  for (; b + 4 <= nblocks; b += 4) {
+    _mm_prefetch(reinterpret_cast<const char*>(row + 16 * static_cast<size_t>(b) + 2048), _MM_HINT_T0);
+    step(b, lo[0], hi[0]);
+    step(b + 1, lo[1], hi[1]);
+    step(b + 2, lo[2], hi[2]);
+    step(b + 3, lo[3], hi[3]);
+  }
+  if (b < nblocks) step(b, lo[0], hi[0]);
+  if (b + 1 < nblocks) step(b + 1, lo[1], hi[1]);
+  if (b + 2 < nblocks) step(b + 2, lo[2], hi[2]);
+  alignas(32) float s[4][16];
+  for (int k = 0; k < 4; ++k) {
+    _mm256_store_ps(s[k], lo[k]);
+    _mm256_store_ps(s[k] + 8, hi[k]);
+  }
+  return mxfp4_finish(s);
 }
 
 template <MatFormat F>
@@ -109,15 +150,18 @@ void matmul_rows_dense(const MatRef& W, const float* X, int T, size_t xs, float*
                               base + rb * static_cast<size_t>(r + 2), base + rb * static_cast<size_t>(r + 3)};
     for (int t = 0; t < T; ++t) {
       float out[4];
-      dense_rows<F, 4>(rows, X + static_cast<size_t>(t) * xs, W.cols, out);
+      if constexpr (F == MatFormat::kBF16) bf16_rows<4>(rows, X + static_cast<size_t>(t) * xs, W.cols, out);
+      else dense_rows<F, 4>(rows, X + static_cast<size_t>(t) * xs, W.cols, out);
       for (int k = 0; k < 4; ++k) Y[static_cast<size_t>(t) * ys + static_cast<size_t>(r + k)] = out[k];
     }
   }
   for (; r < r1; ++r) {
     const uint8_t* rows[1] = {base + rb * static_cast<size_t>(r)};
-    for (int t = 0; t < T; ++t)
-      dense_rows<F, 1>(rows, X + static_cast<size_t>(t) * xs, W.cols,
-                       &Y[static_cast<size_t>(t) * ys + static_cast<size_t>(r)]);
+    for (int t = 0; t < T; ++t) {
+      float* y = &Y[static_cast<size_t>(t) * ys + static_cast<size_t>(r)];
+      if constexpr (F == MatFormat::kBF16) bf16_rows<1>(rows, X + static_cast<size_t>(t) * xs, W.cols, y);
+      else dense_rows<F, 1>(rows, X + static_cast<size_t>(t) * xs, W.cols, y);
+    }
   }
 }
 
@@ -126,24 +170,11 @@ void matmul_rows_mxfp4(const MatRef& W, const float* X, int T, size_t xs, float*
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
   const size_t rb = W.row_bytes();
   const int nb = W.cols / 32;
-  auto row = [&](int r) { return base + rb * static_cast<size_t>(r); };
-  auto srow = [&](int r) { return W.scales + static_cast<size_t>(nb) * static_cast<size_t>(r); };
-  int r = r0;
-  for (; r + 4 <= r1; r += 4) {
-    const uint8_t* rows[4] = {row(r), row(r + 1), row(r + 2), row(r + 3)};
-    const uint8_t* scs[4] = {srow(r), srow(r + 1), srow(r + 2), srow(r + 3)};
-    for (int t = 0; t < T; ++t) {
-      float out[4];
-      mxfp4_rows<4>(rows, scs, X + static_cast<size_t>(t) * xs, nb, out);
-      for (int k = 0; k < 4; ++k) Y[static_cast<size_t>(t) * ys + static_cast<size_t>(r + k)] = out[k];
-    }
-  }
-  for (; r < r1; ++r) {
-    const uint8_t* rows[1] = {row(r)};
-    const uint8_t* scs[1] = {srow(r)};
+  for (int r = r0; r < r1; ++r) {  // one sequential stream, as in the AVX-512 kernel
+    const uint8_t* row = base + rb * static_cast<size_t>(r);
+    const uint8_t* scales = W.scales + static_cast<size_t>(nb) * static_cast<size_t>(r);
     for (int t = 0; t < T; ++t)
-      mxfp4_rows<1>(rows, scs, X + static_cast<size_t>(t) * xs, nb,
-                    &Y[static_cast<size_t>(t) * ys + static_cast<size_t>(r)]);
+      Y[static_cast<size_t>(t) * ys + static_cast<size_t>(r)] = mxfp4_row(row, scales, X + static_cast<size_t>(t) * xs, nb);
   }
 }
 

@@ -1,4 +1,5 @@
 // The scalar kernel table: the portable reference every SIMD level must match bit for bit.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 

@@ -42,11 +42,4 @@ MatRef MatRef::row_slice(int r0, int n) const {
   return m;
 }
 
-float e8m0_scale(uint8_t s) {
-  uint32_t bits = s == 0 ? 0x00400000u : static_cast<uint32_t>(s) << 23;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 }  // namespace nj::ops

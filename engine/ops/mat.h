@@ -38,7 +38,12 @@ inline constexpr float kE2M1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.
 
 // E8M0 scale code s → 2^(s−127) as a float (s = 0 gives the subnormal 2^−127). Code 255 is
 // NaN in the format and means "this block contributes 0"; kernels skip such blocks.
-float e8m0_scale(uint8_t s);
+inline float e8m0_scale(uint8_t s) {
+  const uint32_t bits = s == 0 ? 0x00400000u : static_cast<uint32_t>(s) << 23;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
 inline constexpr uint8_t kE8M0Zero = 255;
 
 }  // namespace nj::ops

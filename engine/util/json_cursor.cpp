@@ -1,6 +1,8 @@
 // JsonCursor: strict RFC 8259 reading without a document tree.
 #include "engine/util/json_cursor.h"
 
+#include <emmintrin.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -38,36 +40,50 @@ Status JsonCursor::error(const std::string& what) const {
   return corruption(name_ + ": JSON at byte " + std::to_string(pos_) + ": " + what);
 }
 
+namespace {
+
+// Position of the first '"', '\\' or control character at or after p (or end). Sixteen bytes
+// at a time with SSE2, which every x86-64 has: names in the K3 index average ~70 bytes.
+const char* find_string_stop(const char* p, const char* end) {
+  const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+  const __m128i below_space = _mm_set1_epi8(0x20 - 128);  // unsigned c < 0x20 via a signed compare
+  const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+  while (end - p >= 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                                     _mm_cmplt_epi8(_mm_xor_si128(v, flip), below_space));
+    const int mask = _mm_movemask_epi8(hit);
+    if (mask) return p + __builtin_ctz(static_cast<unsigned>(mask));
+    p += 16;
+  }
+  for (; p < end; ++p)
+    if (*p == '"' || *p == '\\' || static_cast<unsigned char>(*p) < 0x20) return p;
+  return end;
+}
+
+}  // namespace
+
 Status JsonCursor::read_string_view(std::string_view* out, std::string* scratch) {
   NJ_RETURN_IF_ERROR(expect('"'));
-  size_t start = pos_;
+  const size_t start = pos_;
   const char* base = text_.data();
-  const char* end = base + text_.size();
-  const char* p = base + pos_;
-  // Find the closing quote; memchr is the fast path for long names.
-  while (true) {
-    const char* q = static_cast<const char*>(std::memchr(p, '"', static_cast<size_t>(end - p)));
-    if (!q) {
-      pos_ = text_.size();
-      return error("unterminated string");
-    }
-    const char* bs = static_cast<const char*>(std::memchr(p, '\\', static_cast<size_t>(q - p)));
-    if (bs) {  // has escapes: decode the whole string
-      pos_ = start;
-      NJ_RETURN_IF_ERROR(decode_string_from(start, scratch));
-      *out = *scratch;
-      return Status();
-    }
-    for (const char* c = p; c < q; ++c) {
-      if (static_cast<unsigned char>(*c) < 0x20) {
-        pos_ = static_cast<size_t>(c - base);
-        return error("control character in string");
-      }
-    }
-    *out = std::string_view(base + start, static_cast<size_t>(q - (base + start)));
-    pos_ = static_cast<size_t>(q - base) + 1;
+  const char* stop = find_string_stop(base + pos_, base + text_.size());
+  if (stop == base + text_.size()) {
+    pos_ = text_.size();
+    return error("unterminated string");
+  }
+  if (*stop == '"') {
+    *out = std::string_view(base + start, static_cast<size_t>(stop - (base + start)));
+    pos_ = static_cast<size_t>(stop - base) + 1;
     return Status();
   }
+  if (*stop == '\\') {  // has escapes: decode the whole string
+    NJ_RETURN_IF_ERROR(decode_string_from(start, scratch));
+    *out = *scratch;
+    return Status();
+  }
+  pos_ = static_cast<size_t>(stop - base);
+  return error("control character in string");
 }
 
 Status JsonCursor::read_string(std::string* out) {

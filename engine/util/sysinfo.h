@@ -38,9 +38,22 @@ uint64_t peak_rss_bytes();
 // Current resident set size (VmRSS), in bytes; 0 if unknown.
 uint64_t current_rss_bytes();
 
-// Streams through a buffer of `bytes` on `threads` threads (static split, summing words)
-// and returns the median read bandwidth over `repeats` passes in GB/s. The comparison
-// figure for memory-bound kernels.
+// Memory read bandwidth: streams a buffer of `bytes` on `threads` threads (static split,
+// summing words). The buffer is allocated like the engine's weights (2 MiB aligned, huge
+// pages advised) so kernels are compared with memory as they see it.
+class MemoryProbe {
+ public:
+  MemoryProbe(uint64_t bytes, int threads);
+  ~MemoryProbe();
+  // One timed pass, in GB/s. Benchmarks interleave passes with the work they compare.
+  double measure_once();
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+// The median of `repeats` passes of a MemoryProbe, in GB/s.
 double measure_memory_read_gbps(uint64_t bytes, int threads, int repeats = 5);
 
 // Number of online CPUs.

@@ -132,6 +132,12 @@ PRESETS = {
                     experts_n=512, top_k=8, shared=2, latent=512, moe_inter=512,
                     dense_inter=4096, dense_layers=1, block_size=6,
                     full_attn_layers=[4, 8, 12, 16, 20, 23, 24], a_log_len=0, p255=1.0 / 256),
+    # The released K3's shapes (k3-model.md section 1). 1.56 TB: only ever written with --sparse.
+    "k3": dict(hidden=7168, layers=93, vocab=163840, kda_heads=96, kda_head_dim=128, conv_kernel=4,
+               heads=96, q_lora=1536, kv_lora=512, nope=128, rope=64, v_dim=128, experts_n=896,
+               top_k=16, shared=2, latent=3584, moe_inter=3072, dense_inter=33792,
+               dense_layers=1, block_size=12, full_attn_layers=list(range(4, 93, 4)) + [93],
+               a_log_len=128, p255=0.0, experts="mxfp4", trunk="bf16"),
 }
 PRESET_NOTES = {
     "tiny": "the conformance tiny shape: hidden 128, 13 layers KKKMKKKMKKKMM, vocab 256, 8 experts "
@@ -143,6 +149,9 @@ PRESET_NOTES = {
              "MXFP4; every mechanism; 232 MB",
     "demo": "hidden 256, 13 layers, 16 experts top-2, MXFP4; decodes fast on 2 cores; writes the "
             "tokenizer by default (vocab = the tokenizer's size; --no-tokenizer for vocab 4096)",
+    "k3": "the released K3's exact shapes (93 layers, 896 experts, 497k tensors, 1.56 TB); use "
+          "--sparse --shard-bytes 17000000000 to write headers over sparse files (~130 MB of disk) "
+          "for indexing and planning at real scale",
     "k3-mini": "K3-shaped for disk-streaming benchmarks: hidden 1024, 24 layers, 512 experts top-8 "
                "(4.3% of parameters active per token), MXFP4, vocab 32768, 5.6 GB in 3 shards of <= 2 GiB",
 }
@@ -465,8 +474,10 @@ def tokenizer_module():
 
 
 def write_model(spec, out, seed=1, shard_bytes=2 * GIB, config_form="nested", header_align=8,
-                force=False, log=None):
-    """Generate the checkpoint into `out`. Returns a summary dict."""
+                force=False, log=None, sparse=False):
+    """Generate the checkpoint into `out`. Returns a summary dict. With `sparse`, only the
+    headers are written and each file is extended to its full size without data (reads
+    return zeros): the real layout at any scale for a few MB of disk."""
     t0 = time.time()
     validate(spec)
     tok = tokenizer_module() if spec.tokenizer else None
@@ -483,13 +494,17 @@ def write_model(spec, out, seed=1, shard_bytes=2 * GIB, config_form="nested", he
     weight_map = {}
     for fname, tensors in zip(names, shards):
         with open(os.path.join(out, fname), "wb") as f:
-            f.write(build_header([(t.name, t.dtype, t.shape) for t in tensors], meta, header_align))
+            header = build_header([(t.name, t.dtype, t.shape) for t in tensors], meta, header_align)
+            f.write(header)
             for t in tensors:
-                data = to_storage_bytes(t.make(), t.dtype)
-                assert len(data) == t.nbytes, t.name
-                f.write(data)
+                if not sparse:
+                    data = to_storage_bytes(t.make(), t.dtype)
+                    assert len(data) == t.nbytes, t.name
+                    f.write(data)
                 total += t.nbytes
                 weight_map[t.name] = fname
+            if sparse:
+                f.truncate(len(header) + sum(t.nbytes for t in tensors))
         if log:
             log("  wrote %s (%d tensors)" % (fname, len(tensors)))
     if len(shards) > 1:
@@ -565,6 +580,10 @@ def build_parser():
                          "vocab_size becomes its size")
     tk.add_argument("--no-tokenizer", dest="tokenizer", action="store_false")
     ap.add_argument("--force", action="store_true", help="replace a model previously written to --out")
+    ap.add_argument("--if-missing", action="store_true",
+                    help="do nothing when --out already holds a config.json (test fixtures share one model)")
+    ap.add_argument("--sparse", action="store_true",
+                    help="write headers only, over sparse files of the full size (data reads as zeros)")
     dims = ap.add_argument_group("dimensions")
     for opt, fld, hlp in DIM_OPTIONS:
         dims.add_argument(opt, dest=fld, type=int, help=hlp)
@@ -602,10 +621,13 @@ def spec_from_args(a, ap):
 def main(argv=None):
     ap = build_parser()
     a = ap.parse_args(argv)
+    if a.if_missing and os.path.isfile(os.path.join(a.out, "config.json")):
+        print("make_model: %s exists; kept" % a.out, file=sys.stderr)
+        return
     spec = spec_from_args(a, ap)
     log = lambda m: print(m, file=sys.stderr)
     r = write_model(spec, a.out, seed=a.seed, shard_bytes=a.shard_bytes, config_form=a.config_form,
-                    header_align=a.header_align, force=a.force, log=log)
+                    header_align=a.header_align, force=a.force, log=log, sparse=a.sparse)
     p = r["params"]
     log("make_model: %s: %d file(s), %d tensors, %.1f MB on disk, vocab %d, %.2f B params "
         "(%.1f%% active), %.1f s" % (r["dir"], r["files"], r["tensors"], r["disk_bytes"] / 1e6,

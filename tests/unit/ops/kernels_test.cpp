@@ -102,15 +102,15 @@ std::vector<float> random_vec(size_t n, Rng& rng) {
 TEST_CASE("matmul equals the scalar reference bit for bit on every SIMD level", "[engine][ops]") {
   Rng rng(7);
   for (MatFormat f : {MatFormat::kF32, MatFormat::kBF16, MatFormat::kF16, MatFormat::kMxfp4}) {
-    for (int cols : {1, 15, 16, 17, 64, 100, 128, 1031}) {
+    for (int cols : {1, 15, 16, 17, 31, 33, 64, 100, 128, 1031}) {
       if (f == MatFormat::kMxfp4) cols = std::max(32, cols / 32 * 32);
       for (int rows : {1, 3, 4, 9}) {
         for (int T : {1, 3}) {
           TestMatrix m = make_matrix(f, rows, cols, rng);
           auto X = random_vec(static_cast<size_t>(T) * cols, rng);
           std::vector<float> Xa = X;
-          if (f == MatFormat::kMxfp4)
-            for (int t = 0; t < T; ++t) mxfp4_arrange_x(&X[static_cast<size_t>(t) * cols], cols, &Xa[static_cast<size_t>(t) * cols]);
+          if (uses_pairs(f))
+            for (int t = 0; t < T; ++t) arrange_pairs(&X[static_cast<size_t>(t) * cols], cols, &Xa[static_cast<size_t>(t) * cols]);
           std::vector<float> ref(static_cast<size_t>(T) * rows);
           kernel_table(SimdLevel::kScalar).matmul_rows(m.ref, Xa.data(), T, cols, ref.data(), rows, 0, rows);
           for (SimdLevel level : levels()) {
@@ -142,7 +142,7 @@ TEST_CASE("MXFP4 blocks with scale code 255 contribute exactly zero", "[engine][
   std::vector<uint8_t> scales = {kE8M0Zero};
   MatRef W{MatFormat::kMxfp4, 1, 32, packed.data(), scales.data()};
   std::vector<float> x(32, 1.0f), xa(32), y(1, 5.0f);
-  mxfp4_arrange_x(x.data(), 32, xa.data());
+  arrange_pairs(x.data(), 32, xa.data());
   for (SimdLevel level : levels()) {
     kernel_table(level).matmul_rows(W, xa.data(), 1, 32, y.data(), 1, 0, 1);
     CHECK(y[0] == 0.0f);

@@ -1,0 +1,91 @@
+// Many reads in flight on a small pool of I/O threads: the engine's way of keeping the disk
+// busy. A batch of reads is split into chunks (4 MiB by default) sorted by file and offset;
+// the threads take chunks from two queues, urgent first (what the forward pass is waiting
+// for now: routed experts) then prefetch (the next layers' trunk), so a demand read never
+// waits behind a gigabyte of read-ahead. A failed or short read fails its whole batch with
+// the file and offset; nothing is ever filled with zeros.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/io/file.h"
+#include "engine/util/status.h"
+
+namespace nj {
+
+struct ReadRequest {
+  RandomAccessFile* file = nullptr;
+  uint64_t offset = 0;
+  size_t length = 0;
+  uint8_t* dst = nullptr;  // aligned as the file requires (see RandomAccessFile::read_at)
+};
+
+enum class ReadPriority { kUrgent = 0, kPrefetch = 1 };
+
+// Completion of one submitted batch. Thread-safe.
+class ReadTicket {
+ public:
+  // Blocks until every chunk of the batch is done. Returns the first error, if any.
+  Status wait();
+  bool done() const;
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  friend class ReadPool;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  size_t remaining_ = 0;
+  uint64_t bytes_ = 0;
+  Status status_;
+};
+
+struct ReadPoolCounters {
+  uint64_t bytes = 0;          // completed
+  uint64_t reads = 0;          // chunks completed
+  double busy_s = 0;           // wall time with at least one read in flight
+};
+
+class ReadPool {
+ public:
+  // `threads` I/O threads; reads are cut into chunks of at most `chunk_bytes` (a multiple
+  // of kDirectAlign) so that several threads share a large read.
+  explicit ReadPool(int threads = 8, size_t chunk_bytes = 4u << 20);
+  ~ReadPool();  // finishes queued work first
+  ReadPool(const ReadPool&) = delete;
+  ReadPool& operator=(const ReadPool&) = delete;
+
+  // Queues the reads and returns at once. The destination buffers must stay valid until the
+  // ticket is done. An empty batch returns a finished ticket.
+  std::shared_ptr<ReadTicket> submit(std::vector<ReadRequest> requests, ReadPriority priority);
+
+  // Moves a not-yet-started batch to the urgent queue (the caller is now waiting for it).
+  void promote(const std::shared_ptr<ReadTicket>& ticket);
+
+  ReadPoolCounters counters() const;
+
+ private:
+  struct Chunk {
+    ReadRequest req;
+    std::shared_ptr<ReadTicket> ticket;
+  };
+  void worker();
+
+  const size_t chunk_bytes_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Chunk> queues_[2];
+  bool stop_ = false;
+  int in_flight_ = 0;
+  double busy_since_ = 0;
+  ReadPoolCounters counters_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace nj

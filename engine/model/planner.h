@@ -1,0 +1,76 @@
+// The residency planner: turns a memory budget into where every weight byte lives.
+//
+// Per decoded token the model reads every trunk unit (each layer's non-expert tensors, and
+// the head: final norms and lm_head) and top_k routed experts per MoE layer. Memory can hold
+// some of that between tokens. Pinning a trunk unit saves its whole size per token for its
+// size in memory (1 byte saved per byte held); an expert-cache slot saves an expert only
+// when the router picks it again (top_k / num_experts per byte held, for uniform routing).
+// So the plan fills the budget in that order:
+//   1. the minimum: sequence state and scratch, one buffer for a streamed trunk unit (the
+//      largest) and one expert buffer; reads and compute then take turns;
+//   2. overlap: a second trunk buffer (the next unit reads while one computes), a second
+//      expert buffer, then up to top_k so that a layer's misses are all read at once;
+//   3. pinned trunk units, largest first (pinning the largest also shrinks the ring);
+//   4. expert-cache slots, spread evenly over the MoE layers.
+// The plan never changes the tokens: only where bytes come from.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/model/layout.h"
+#include "engine/util/status.h"
+
+namespace nj {
+
+struct PlanOptions {
+  int prefill_chunk = 64;   // as SessionOptions: scratch grows with it
+  int max_context = 4096;   // positions of MLA cache reserved (the state grows 55 KB/position for K3)
+  bool all_logits = false;  // `logits` keeps [chunk][vocab] rows
+  double bandwidth_gbps = 2.6;  // device read bandwidth for the predicted seconds per token
+};
+
+struct ResidencyPlan {
+  uint64_t budget_bytes = 0;
+  uint64_t min_memory_bytes = 0;  // the smallest budget this model runs in with these options
+  bool everything_resident = false;
+
+  // Trunk units: 0..layers-1 are the layers, `layers` is the head.
+  std::vector<bool> pinned;       // [layers + 1]
+  int ring_slots = 0;             // buffers for streamed trunk units (0 when all are pinned)
+  uint64_t ring_slot_bytes = 0;   // the largest streamed unit
+
+  int expert_buffers = 0;            // staging + cache: buffers of one expert each
+  uint64_t expert_buffer_bytes = 0;
+  std::vector<int> expert_cache_slots;  // [layers]: idle experts a layer may keep (0 for dense)
+
+  uint64_t state_bytes = 0;    // sequence state at max_context
+  uint64_t scratch_bytes = 0;  // session scratch at prefill_chunk
+  uint64_t pinned_bytes = 0;
+  uint64_t ring_bytes = 0;
+  uint64_t expert_pool_bytes = 0;
+  uint64_t total_bytes() const { return state_bytes + scratch_bytes + pinned_bytes + ring_bytes + expert_pool_bytes; }
+
+  // Per decoded token, at steady state.
+  uint64_t predicted_trunk_bytes_per_token = 0;
+  uint64_t predicted_expert_bytes_per_token = 0;
+  uint64_t predicted_bytes_per_token() const { return predicted_trunk_bytes_per_token + predicted_expert_bytes_per_token; }
+  double predicted_expert_hit_rate = 0;  // mean over MoE layers, uniform routing
+  double bandwidth_gbps = 0;
+  double predicted_seconds_per_token = 0;  // the I/O floor: bytes / bandwidth
+
+  nlohmann::json to_json() const;
+  std::string to_text() const;
+};
+
+// Bytes of sequence state (KDA S + conv history, MLA cache at max_context, last logits).
+uint64_t sequence_state_bytes(const ModelConfig& c, int max_context);
+
+// Plans `budget_bytes` (0 = everything resident). ResourceExhausted naming the minimum when
+// the budget is below it.
+Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget_bytes, const PlanOptions& options);
+
+}  // namespace nj

@@ -1,0 +1,113 @@
+// A WeightSource that runs a model larger than its memory budget by streaming from disk.
+//
+// It follows a ResidencyPlan: pinned trunk units are read once at open; the others cycle
+// through a ring of buffers in the order the forward pass uses them (layers 0..L-1, the
+// head, then layer 0 of the next pass), the next unit always being read while the current
+// one computes. Routed experts are read into a pool of one-expert buffers when the router
+// announces them (all of a layer's misses at once, as many as buffers allow), and a layer
+// keeps up to its planned number of idle experts as a cache (LRU by default). Reads go
+// through a ReadPool: O_DIRECT where the filesystem allows, chunked, urgent first.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/io/file.h"
+#include "engine/io/read_pool.h"
+#include "engine/model/checkpoint_index.h"
+#include "engine/model/planner.h"
+#include "engine/model/weight_source.h"
+#include "engine/moe/expert_cache.h"
+
+namespace nj {
+
+using FileOpener = std::function<Result<std::unique_ptr<RandomAccessFile>>(const std::string& path)>;
+
+// Opens with O_DIRECT where the filesystem allows it and says so (once) where it does not.
+Result<std::unique_ptr<RandomAccessFile>> open_for_streaming(const std::string& path);
+
+struct StreamingOptions {
+  int io_threads = 8;               // reads in flight: NVMe needs several to reach its rate
+  size_t chunk_bytes = 4u << 20;    // one read; large enough for full-speed transfers
+  FileOpener open_file = open_for_streaming;  // tests inject faults here
+  std::shared_ptr<const ExpertCachePolicy> policy = std::make_shared<LruExpertPolicy>();
+};
+
+class StreamingSource final : public WeightSource {
+ public:
+  // Opens the files, allocates the plan's buffers and reads the pinned units. `index`,
+  // `layout` and `plan` must outlive the source.
+  static Result<std::unique_ptr<StreamingSource>> open(const CheckpointIndex& index, const ModelLayout& layout,
+                                                       const ResidencyPlan& plan, StreamingOptions options = {});
+  ~StreamingSource() override;
+
+  const ModelLayout& layout() const override { return layout_; }
+  Result<std::shared_ptr<const LayerWeights>> layer(int l) override;
+  Result<std::shared_ptr<const ExpertWeights>> expert(int l, int e) override;
+  Result<std::shared_ptr<const HeadWeights>> head() override;
+  Status embed(std::span<const int32_t> ids, float* out) override;
+  void will_need_layer(int l) override;
+  void will_need_experts(int l, std::span<const int> experts) override;
+  WeightStats stats() const override;
+
+ private:
+  struct TrunkSlot {
+    AlignedBuffer buf;
+    int unit = -1;  // layer, or layers() for the head; -1 empty
+    std::shared_ptr<ReadTicket> ticket;
+    std::shared_ptr<const LayerWeights> layer_view;
+    std::shared_ptr<const HeadWeights> head_view;
+    int refs = 0;
+  };
+  struct ExpertBuf {
+    AlignedBuffer buf;
+    int layer = -1, expert = -1;  // -1: free
+    std::shared_ptr<ReadTicket> ticket;
+    std::shared_ptr<const ExpertWeights> view;
+    int refs = 0;
+    bool needed = false;  // announced for the layer now computing, not yet acquired
+    bool hit = false;     // was resident when announced
+    uint64_t last_use = 0, uses = 0;
+  };
+
+  StreamingSource(const CheckpointIndex& index, const ModelLayout& layout, const ResidencyPlan& plan,
+                  StreamingOptions options);
+  int units() const { return static_cast<int>(plan_.pinned.size()); }
+  const UnitLayout& unit_layout(int u) const;
+  std::shared_ptr<ReadTicket> read_unit_async(const UnitLayout& u, uint8_t* buffer, ReadPriority p);
+  // Acquires trunk unit u (waits for its bytes); returns the slot index, or -1 if pinned.
+  Result<int> acquire_unit(int u);
+  void release_unit(int slot);
+  void prefetch_after_locked(int u);
+  int next_streamed(int u) const;
+  int obtain_expert_buffer_locked(int layer);
+  void pump_locked(int layer);
+  void issue_expert_locked(int b, int layer, int e);
+  void release_expert(int b);
+
+  const CheckpointIndex& index_;
+  const ModelLayout& layout_;
+  const ResidencyPlan& plan_;
+  StreamingOptions options_;
+  std::vector<std::unique_ptr<RandomAccessFile>> files_;
+  std::unique_ptr<ReadPool> pool_;
+
+  mutable std::mutex mu_;
+  std::vector<AlignedBuffer> pinned_buf_;  // [units]; empty when streamed
+  std::vector<std::shared_ptr<const LayerWeights>> pinned_layer_;
+  std::shared_ptr<const HeadWeights> pinned_head_;
+  std::vector<TrunkSlot> ring_;
+  std::vector<ExpertBuf> experts_;
+  std::vector<std::unordered_map<int, int>> where_;  // [layer]: expert → buffer
+  std::vector<std::deque<int>> pending_;             // [layer]: announced, not yet issued
+  uint64_t tick_ = 0;
+  AlignedBuffer embed_buf_;
+  WeightStats stats_;
+};
+
+}  // namespace nj

@@ -1,0 +1,70 @@
+// `nightjar plan --model DIR --memory SIZE [--bandwidth GBps] [--output json]`: the residency
+// plan for a budget, without reading any weights (headers only).
+#include <cstdio>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "engine/model/checkpoint_index.h"
+#include "engine/model/config.h"
+#include "engine/model/layout.h"
+#include "engine/model/planner.h"
+#include "engine/util/units.h"
+#include "runner/commands.h"
+#include "runner/exit_codes.h"
+#include "runner/output.h"
+
+namespace nj::runner {
+
+void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
+  struct Args {
+    std::string model, memory, output = "text";
+    double bandwidth = 2.6;
+    int prefill_chunk = 64, max_context = 4096;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("plan", "Show where the weights would live under a memory budget, and the "
+                                             "predicted reads and seconds per decoded token");
+  sub->add_option("--model", a->model, "Model directory")->required();
+  sub->add_option("--memory", a->memory, "Memory budget, e.g. 8GiB (omit: everything resident)");
+  sub->add_option("--bandwidth", a->bandwidth, "Disk read bandwidth in GB/s for the prediction (default 2.6; "
+                                                "`nightjar doctor` measures it)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--prefill-chunk", a->prefill_chunk, "As for generate (default 64)")->check(CLI::PositiveNumber);
+  sub->add_option("--max-context", a->max_context, "Positions of state to reserve (default 4096)")->check(CLI::PositiveNumber);
+  sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
+  table.emplace_back(sub, [a]() -> int {
+    uint64_t budget = 0;
+    if (!a->memory.empty()) {
+      auto b = parse_bytes(a->memory);
+      if (!b.ok()) return report_usage_error("--memory", b.status());
+      budget = *b;
+    }
+    auto config = load_model_config(a->model);
+    if (!config.ok()) return report_failure(config.status());
+    auto index = CheckpointIndex::open(a->model);
+    if (!index.ok()) return report_failure(index.status());
+    auto layout = ModelLayout::build(*config, *index);
+    if (!layout.ok()) return report_failure(layout.status());
+    PlanOptions po;
+    po.bandwidth_gbps = a->bandwidth;
+    po.prefill_chunk = a->prefill_chunk;
+    po.max_context = a->max_context;
+    auto plan = plan_residency(*layout, budget, po);
+    if (!plan.ok()) {
+      if (plan.status().code() == StatusCode::kResourceExhausted && a->output == "json") {
+        // Still say what the minimum is, machine-readably.
+        auto min_plan = plan_residency(*layout, 0, po);
+        if (min_plan.ok()) {
+          print_json({{"error", plan.status().message()}, {"min_memory_bytes", min_plan->min_memory_bytes}});
+        }
+      }
+      return report_failure(plan.status());
+    }
+    if (a->output == "json") print_json(plan->to_json());
+    else std::fputs(plan->to_text().c_str(), stdout);
+    return kExitOk;
+  });
+}
+
+}  // namespace nj::runner
