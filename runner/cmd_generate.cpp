@@ -2,6 +2,7 @@
 // the sequence state after its last token (--save-state) and continue from such a state
 // (--load-state), producing exactly the tokens an uninterrupted run would have.
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 
@@ -144,20 +145,32 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     }
     SamplingParams sp{a->temperature, a->top_k, a->top_p, a->seed};
     if (Status s = validate_sampling(sp); !s.ok()) return report_usage_error("sampling", s);
+    // A missing or damaged checkpoint fails before the (possibly huge) model is opened.
+    StateFileInfo resume_info;
+    if (resume) {
+      auto info = read_state_file_info(*Env::posix(), a->load_state);
+      if (!info.ok()) return report_failure(info.status());
+      resume_info = *info;
+    }
     auto t_load = Clock::now();
+    // The run's context: the saved positions when resuming, the prompt, and every generated
+    // token (with --save-state the last one is fed too).
     const int prompt_len = static_cast<int>(prompt.size());
-    auto model = open_model(a->model, RunShape{prompt_len + a->max_tokens, prompt_len, false});
+    const int64_t context = resume_info.position + prompt_len + a->max_tokens;
+    if (context > INT32_MAX)
+      return report_usage_error("--max-tokens", invalid_argument("the context would exceed " +
+                                                                 std::to_string(INT32_MAX)));
+    auto model = open_model(a->model, RunShape{static_cast<int>(context), prompt_len, false});
     if (!model.ok()) return report_failure(model.status());
     Session session(**model, SessionOptions{a->model.prefill_chunk});
     Sampler sampler(sp);
-    int64_t resumed_from = -1;
     if (resume) {
       auto cp = load_state_file(*Env::posix(), a->load_state, **model);
       if (!cp.ok()) return report_failure(cp.status());
       auto resumed = resumed_sampler(cp->sampler, sp, *flags, a->override_sampling);
       if (!resumed.ok()) return report_usage_error("sampling", resumed.status());
       sampler = *resumed;
-      resumed_from = cp->state.position;
+      resume_info.position = cp->state.position;  // (the file might have been replaced since)
       session.set_state(std::move(cp->state));
     }
     const double load_s = since(t_load);
@@ -199,7 +212,7 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       j["output_ids"] = out;
       j["prompt_tokens"] = prompt.size();
       j["generated_tokens"] = out.size();
-      if (resume) j["resumed_from_position"] = resumed_from;
+      if (resume) j["resumed_from_position"] = resume_info.position;
       if (save) j["saved_state"] = saved;
       j["timings"] = {{"load_s", load_s}, {"prefill_s", prefill_s}, {"decode_s", decode_s},
                       {"decode_tokens_per_s", decode_steps > 0 ? decode_steps / decode_s : 0.0}};

@@ -118,6 +118,15 @@ class StateFileWriter {
   StateSaveStats last_;
 };
 
+// What a checkpoint's head says about itself, read without a model: to size a run or fail
+// fast before a model is opened, or to list checkpoints. Verifies the magic, the version
+// and the header checksum only (load_state_file verifies everything). Errors as below.
+struct StateFileInfo {
+  uint64_t fingerprint = 0;  // Model::fingerprint() of the model that wrote it
+  int64_t position = 0;      // tokens consumed
+};
+Result<StateFileInfo> read_state_file_info(Env& env, const std::string& path);
+
 // Reads the checkpoint at `path` and verifies it for `model`: every section and record
 // checksum, every length against the model's config (before allocating anything), the
 // model fingerprint, and the consistency of head and segment.

@@ -276,23 +276,13 @@ Status read_segment(Env& env, const std::string& head_path, const StateShape& sh
   return Status();
 }
 
-}  // namespace
+// The head's fixed header, verified (magic, version, checksum, header size, position).
+struct HeadHeader {
+  uint64_t fingerprint = 0, position = 0, generation = 0;
+  uint32_t section_count = 0;
+};
 
-Result<StateCheckpoint> load_state_file(Env& env, const std::string& path, const Model& model) {
-  return load_state_file(env, path, model.config(), model.fingerprint());
-}
-
-Result<StateCheckpoint> load_state_file(Env& env, const std::string& path,
-                                        const ModelConfig& config, uint64_t fingerprint) {
-  const StateShape shape = shape_of(config);
-  auto file = env.open_read(path);
-  if (!file.ok()) {
-    if (file.status().code() == StatusCode::kNotFound)
-      return not_found("state checkpoint " + path + ": no such file");
-    return file.status();
-  }
-  Reader r(std::move(*file), "state checkpoint " + path);
-
+Result<HeadHeader> read_head_header(Reader& r, const std::string& path) {
   char hdr[kHeadHeaderBytes];
   const size_t first = static_cast<size_t>(std::min<uint64_t>(r.size(), sizeof hdr));
   NJ_RETURN_IF_ERROR(r.read(0, {{hdr, first}}, nullptr, r.size(), "the header"));
@@ -311,18 +301,45 @@ Result<StateCheckpoint> load_state_file(Env& env, const std::string& path,
   if (get_u64(hdr + 48) != hash64(hdr, 48)) return r.corrupt("checksum mismatch in the header");
   if (get_u32(hdr + 12) != kHeadHeaderBytes)
     return r.corrupt("inconsistent lengths: header_bytes " + std::to_string(get_u32(hdr + 12)));
-  if (get_u64(hdr + 16) != fingerprint)
-    return failed_precondition(
-        "state checkpoint " + path + " was written for another model (fingerprint " +
-        hex64(get_u64(hdr + 16)) + "; this model's is " + hex64(fingerprint) + ")");
-  const uint64_t P = get_u64(hdr + 24), generation = get_u64(hdr + 32);
-  const uint32_t section_count = get_u32(hdr + 40);
-  if (section_count != 3 + shape.kda_layers.size())
-    return r.corrupt("inconsistent lengths: " + std::to_string(section_count) +
+  HeadHeader h{get_u64(hdr + 16), get_u64(hdr + 24), get_u64(hdr + 32), get_u32(hdr + 40)};
+  if (h.position > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return r.corrupt("inconsistent lengths: position " + std::to_string(h.position));
+  return h;
+}
+
+Result<Reader> open_head(Env& env, const std::string& path) {
+  auto file = env.open_read(path);
+  if (!file.ok()) {
+    if (file.status().code() == StatusCode::kNotFound)
+      return not_found("state checkpoint " + path + ": no such file");
+    return file.status();
+  }
+  return Reader(std::move(*file), "state checkpoint " + path);
+}
+
+}  // namespace
+
+Result<StateFileInfo> read_state_file_info(Env& env, const std::string& path) {
+  NJ_ASSIGN_OR_RETURN(Reader r, open_head(env, path));
+  NJ_ASSIGN_OR_RETURN(HeadHeader h, read_head_header(r, path));
+  return StateFileInfo{h.fingerprint, static_cast<int64_t>(h.position)};
+}
+
+Result<StateCheckpoint> load_state_file(Env& env, const std::string& path,
+                                        const ModelConfig& config, uint64_t fingerprint) {
+  const StateShape shape = shape_of(config);
+  NJ_ASSIGN_OR_RETURN(Reader r, open_head(env, path));
+  NJ_ASSIGN_OR_RETURN(HeadHeader h, read_head_header(r, path));
+  if (h.fingerprint != fingerprint)
+    return failed_precondition("state checkpoint " + path +
+                               " was written for another model (fingerprint " +
+                               hex64(h.fingerprint) + "; this model's is " + hex64(fingerprint) +
+                               ")");
+  const uint64_t P = h.position, generation = h.generation;
+  if (h.section_count != 3 + shape.kda_layers.size())
+    return r.corrupt("inconsistent lengths: " + std::to_string(h.section_count) +
                      " sections; this model's state has " +
                      std::to_string(3 + shape.kda_layers.size()));
-  if (P > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-    return r.corrupt("inconsistent lengths: position " + std::to_string(P));
 
   StateCheckpoint cp;
   cp.state = SequenceState::empty(config);  // fixed-size KDA buffers; P-sized ones after checks
@@ -359,6 +376,10 @@ Result<StateCheckpoint> load_state_file(Env& env, const std::string& path,
                      " bytes after the last section");
   NJ_RETURN_IF_ERROR(read_segment(env, path, shape, fingerprint, generation, ref, cp.state));
   return cp;
+}
+
+Result<StateCheckpoint> load_state_file(Env& env, const std::string& path, const Model& model) {
+  return load_state_file(env, path, model.config(), model.fingerprint());
 }
 
 }  // namespace nj

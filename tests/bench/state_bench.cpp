@@ -33,7 +33,9 @@ namespace nj {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -58,7 +60,8 @@ void drop_checkpoint_cache(const std::string& head) {
   drop_cache(head);
   const std::string base = base_name(head);
   for (const auto& e : std::filesystem::directory_iterator(dir_name(head)))
-    if (state_format::is_segment_name_of(e.path().filename().string(), base)) drop_cache(e.path().string());
+    if (state_format::is_segment_name_of(e.path().filename().string(), base))
+      drop_cache(e.path().string());
 }
 
 uint64_t checkpoint_bytes(const std::string& head) {
@@ -105,8 +108,8 @@ struct Measured {
   uint64_t append1_bytes = 0, append64_bytes = 0;
 };
 
-Measured measure(const ModelConfig& c, uint64_t fingerprint, SequenceState state, const std::string& dir, int reps,
-                 std::mt19937_64& rng) {
+Measured measure(const ModelConfig& c, uint64_t fingerprint, SequenceState state,
+                 const std::string& dir, int reps, std::mt19937_64& rng) {
   const std::string path = dir + "/state";
   const SamplerSnapshot smp{SamplingParams{0.8f, 0, 0.9f, 42}, RngState{42}};
   Measured m;
@@ -127,13 +130,15 @@ Measured measure(const ModelConfig& c, uint64_t fingerprint, SequenceState state
       if (Status s = w.save(c, fingerprint, grown, smp); !s.ok()) die(s);
       (d == 1 ? a1 : a64).push_back(since(t));
       if (w.last_save().full) die(internal_error("expected an append"));
-      (d == 1 ? m.append1_bytes : m.append64_bytes) = w.last_save().head_bytes + w.last_save().segment_bytes;
+      (d == 1 ? m.append1_bytes : m.append64_bytes) =
+          w.last_save().head_bytes + w.last_save().segment_bytes;
     }
     // Restore the last checkpoint (the grown state, three segment records). The first load
     // in the process also pays first-touch page faults for the state's memory; that cost
     // is reported separately (first_touch_gbps), so it is kept out of these figures.
     if (r == 0)
-      if (auto cp = load_state_file(*Env::posix(), path, c, fingerprint); !cp.ok()) die(cp.status());
+      if (auto cp = load_state_file(*Env::posix(), path, c, fingerprint); !cp.ok())
+        die(cp.status());
     drop_checkpoint_cache(path);
     t = Clock::now();
     if (auto cp = load_state_file(*Env::posix(), path, c, fingerprint); !cp.ok()) die(cp.status());
@@ -150,17 +155,20 @@ Measured measure(const ModelConfig& c, uint64_t fingerprint, SequenceState state
   return m;
 }
 
-double mb(uint64_t b) { return static_cast<double>(b) / 1e6; }
+double mb(uint64_t b) {
+  return static_cast<double>(b) / 1e6;
+}
 
 void print_header() {
-  std::printf("%-8s %11s %9s %10s %14s %15s %11s %11s\n", "context", "size_MB", "head_MB", "full_s", "append1_s",
-              "append64_s", "restore_s", "cold_s");
+  std::printf("%-8s %11s %9s %10s %14s %15s %11s %11s\n", "context", "size_MB", "head_MB", "full_s",
+              "append1_s", "append64_s", "restore_s", "cold_s");
 }
 
 void print_row(int64_t ctx, const Measured& m) {
-  std::printf("%-8lld %11.2f %9.2f %10.4f %8.4f(%4.1fMB) %8.4f(%5.1fMB) %11.4f %11.4f\n", static_cast<long long>(ctx),
-              mb(m.bytes), mb(m.head_bytes), m.full_s, m.append1_s, mb(m.append1_bytes), m.append64_s,
-              mb(m.append64_bytes), m.restore_warm_s, m.restore_cold_s);
+  std::printf("%-8lld %11.2f %9.2f %10.4f %8.4f(%4.1fMB) %8.4f(%5.1fMB) %11.4f %11.4f\n",
+              static_cast<long long>(ctx), mb(m.bytes), mb(m.head_bytes), m.full_s, m.append1_s,
+              mb(m.append1_bytes), m.append64_s, mb(m.append64_bytes), m.restore_warm_s,
+              m.restore_cold_s);
 }
 
 // The real K3 state shapes (docs/k3-model.md §1, §4, §5): 93 layers, MLA at one-based
@@ -224,11 +232,14 @@ int main(int argc, char** argv) {
   int reps = 5;
   bool k3 = false;
   CLI::App app{"State checkpoint benchmark: size, save and restore time (medians)"};
-  app.add_option("--model", model_dir, "A generated model directory (tests/reference/make_model.py)")->required();
+  app.add_option("--model", model_dir,
+                 "A generated model directory (tests/reference/make_model.py)")
+      ->required();
   app.add_option("--dir", work, "Where to write checkpoints (default: .); the disk under test");
   app.add_option("--contexts", contexts, "Context lengths (default 1024 8192)")->delimiter(',');
   app.add_option("--reps", reps, "Repetitions per figure (default 5)")->check(CLI::PositiveNumber);
-  app.add_option("--fill", fill, "synthetic (default) or forward (compute the state with the model)")
+  app.add_option("--fill", fill,
+                 "synthetic (default) or forward (compute the state with the model)")
       ->check(CLI::IsMember({"synthetic", "forward"}));
   app.add_flag("--k3", k3, "Also measure a synthetic K3-shaped state (~0.5-1 GB per checkpoint)");
   CLI11_PARSE(app, argc, argv);
@@ -246,16 +257,21 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(7);
 
   const auto shape = state_format::shape_of(c);
-  std::printf("model %s: %d layers (%zu KDA, %zu MLA), KDA state %.2f MB, %llu bytes per position; fill %s; "
-              "median of %d\n",
-              model_dir.c_str(), c.layers, shape.kda_layers.size(), shape.mla_layers.size(),
-              mb(shape.kda_layers.size() * (shape.s_floats + shape.conv_floats) * 4),
-              static_cast<unsigned long long>(shape.position_bytes()), fill.c_str(), reps);
+  std::printf(
+      "model %s: %d layers (%zu KDA, %zu MLA), KDA state %.2f MB, %llu bytes per position; fill "
+      "%s; "
+      "median of %d\n",
+      model_dir.c_str(), c.layers, shape.kda_layers.size(), shape.mla_layers.size(),
+      mb(shape.kda_layers.size() * (shape.s_floats + shape.conv_floats) * 4),
+      static_cast<unsigned long long>(shape.position_bytes()), fill.c_str(), reps);
   const double touch_gbps = first_touch_gbps();
-  std::printf("full = first save (new generation); appendN = a later save after N more tokens (bytes "
-              "written); restore = load with the files in the page cache; cold = after dropping their pages.\n"
-              "A restore in a fresh process also touches the state's memory for the first time: %.2f GB/s here.\n",
-              touch_gbps);
+  std::printf(
+      "full = first save (new generation); appendN = a later save after N more tokens (bytes "
+      "written); restore = load with the files in the page cache; cold = after dropping their "
+      "pages.\n"
+      "A restore in a fresh process also touches the state's memory for the first time: %.2f GB/s "
+      "here.\n",
+      touch_gbps);
   print_header();
   for (int64_t ctx : contexts) {
     SequenceState s;
@@ -276,28 +292,34 @@ int main(int argc, char** argv) {
   const auto ks = state_format::shape_of(k);
   const uint64_t kda_s = ks.kda_layers.size() * ks.s_floats * 4;
   const uint64_t kda_all = ks.kda_layers.size() * (ks.s_floats + ks.conv_floats) * 4;
-  const uint64_t head = state_format::kHeadHeaderBytes + (3 + ks.kda_layers.size()) * state_format::kSectionHeaderBytes +
-                        state_format::kSamplerBytes + ks.vocab * 4 + kda_all + state_format::kSegmentRefFixedBytes +
+  const uint64_t head = state_format::kHeadHeaderBytes +
+                        (3 + ks.kda_layers.size()) * state_format::kSectionHeaderBytes +
+                        state_format::kSamplerBytes + ks.vocab * 4 + kda_all +
+                        state_format::kSegmentRefFixedBytes +
                         state_format::segment_name("state", 0).size();
-  std::printf("\nK3 by formula (times = bytes / the bandwidths measured here): KDA S %.1f MB + conv %.1f MB, head %.1f MB (with the last logits), %.1f KB per "
-              "position; disk here: durable write %.2f GB/s, cold read %.2f GB/s (256 MB probe)\n",
-              mb(kda_s), mb(kda_all - kda_s), mb(head), static_cast<double>(ks.position_bytes()) / 1e3, write_gbps,
-              read_gbps);
-  std::printf("%-8s %11s %14s %14s %14s %16s\n", "context", "size_MB", "full_s", "append64_s", "cold_read_s",
-              "first_touch_s");
+  std::printf(
+      "\nK3 by formula (times = bytes / the bandwidths measured here): KDA S %.1f MB + conv %.1f "
+      "MB, head %.1f MB (with the last logits), %.1f KB per "
+      "position; disk here: durable write %.2f GB/s, cold read %.2f GB/s (256 MB probe)\n",
+      mb(kda_s), mb(kda_all - kda_s), mb(head), static_cast<double>(ks.position_bytes()) / 1e3,
+      write_gbps, read_gbps);
+  std::printf("%-8s %11s %14s %14s %14s %16s\n", "context", "size_MB", "full_s", "append64_s",
+              "cold_read_s", "first_touch_s");
   for (int64_t ctx : contexts) {
     const uint64_t seg = state_format::kSegmentHeaderBytes + state_format::kRecordHeaderBytes +
                          static_cast<uint64_t>(ctx) * ks.position_bytes();
     const double total = static_cast<double>(head + seg);
-    const double app64 = static_cast<double>(head + state_format::kRecordHeaderBytes + 64 * ks.position_bytes());
-    std::printf("%-8lld %11.1f %14.3f %14.3f %14.3f %16.3f\n", static_cast<long long>(ctx), total / 1e6,
-                total / (write_gbps * 1e9), app64 / (write_gbps * 1e9), total / (read_gbps * 1e9),
-                total / (touch_gbps * 1e9));
+    const double app64 =
+        static_cast<double>(head + state_format::kRecordHeaderBytes + 64 * ks.position_bytes());
+    std::printf("%-8lld %11.1f %14.3f %14.3f %14.3f %16.3f\n", static_cast<long long>(ctx),
+                total / 1e6, total / (write_gbps * 1e9), app64 / (write_gbps * 1e9),
+                total / (read_gbps * 1e9), total / (touch_gbps * 1e9));
   }
   if (k3) {
     std::printf("\nK3 measured (synthetic K3-shaped state, fingerprint 0)\n");
     print_header();
-    for (int64_t ctx : contexts) print_row(ctx, measure(k, 0, synthetic_state(k, ctx, rng), dir, reps, rng));
+    for (int64_t ctx : contexts)
+      print_row(ctx, measure(k, 0, synthetic_state(k, ctx, rng), dir, reps, rng));
   }
   std::filesystem::remove_all(dir);
   return 0;

@@ -87,6 +87,15 @@ class StateCli(unittest.TestCase):
         self.assertEqual(len(names), 2, names)  # the head and one segment: older ones removed
         self.assertTrue(names[1].startswith("state.bin.seg-"), names)
 
+    def test_save_and_resume_under_a_streaming_budget_continue_exactly(self):
+        # Memory is a latency dial: a state saved and resumed while weights stream from disk
+        # continues exactly like the all-resident uninterrupted run.
+        expected = self.full(SAMPLED)
+        first = generate(self.tiny, "--prompt-ids", PROMPT, "--max-tokens", "12", *SAMPLED, "--memory", "1MiB",
+                         "--save-state", self.state)
+        rest = generate(self.tiny, "--load-state", self.state, "--max-tokens", "20", "--memory", "1MiB")
+        self.assertEqual(first["output_ids"] + rest["output_ids"], expected)
+
     def test_resume_with_the_same_sampling_flags_is_accepted(self):
         expected = self.full(SAMPLED)
         generate(self.tiny, "--prompt-ids", PROMPT, "--max-tokens", "10", *SAMPLED, "--save-state", self.state)

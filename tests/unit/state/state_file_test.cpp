@@ -204,6 +204,25 @@ TEST_CASE("a new generation removes stale segments of the same checkpoint only",
   CHECK(segment_count(dir) == 1);
 }
 
+TEST_CASE("read_state_file_info reads position and fingerprint without a model", "[state]") {
+  auto model = open_test_model(generated_model("tiny"));
+  TempDir dir;
+  Generation g(*model, kPrompt, kSampled);
+  g.step(5);
+  StateFileWriter w(*Env::posix(), dir.file("state"));
+  save_ok(w, *model, g.checkpoint());
+  auto info = read_state_file_info(*Env::posix(), dir.file("state"));
+  INFO(info.status().to_string());
+  REQUIRE(info.ok());
+  CHECK(info->position == static_cast<int64_t>(kPrompt.size()) + 5);
+  CHECK(info->fingerprint == model->fingerprint());
+  CHECK(read_state_file_info(*Env::posix(), dir.file("none")).status().code() ==
+        StatusCode::kNotFound);
+  write_bytes(dir.file("state"), "NJSTHEAD but not much more");
+  CHECK(read_state_file_info(*Env::posix(), dir.file("state")).status().code() ==
+        StatusCode::kCorruption);
+}
+
 TEST_CASE("the head may be renamed: it names its segment", "[state]") {
   auto model = open_test_model(generated_model("tiny"));
   TempDir dir;
