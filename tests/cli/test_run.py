@@ -12,14 +12,15 @@ import unittest
 import njtest
 
 ARGS = None
-WORK = MODEL = None
+WORK = MODEL = TOK_MODEL = None
 RUN = ["--threads", "1", "--log-seconds", "1000"]
 
 
 def setUpModule():
-    global WORK, MODEL
+    global WORK, MODEL, TOK_MODEL
     WORK = njtest.scratch_dir("run-")
     MODEL = njtest.make_model(os.path.join(WORK, "model"))
+    TOK_MODEL = njtest.make_model(os.path.join(WORK, "model-tok"), extra=["--tokenizer"])
 
 
 def long_item(item_id="long", max_tokens=1000, **extra):
@@ -267,6 +268,26 @@ class Run(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         (r,) = self.nj.results(job)
         self.assertEqual(r["output_ids"], njtest.reference_output(ARGS.bin, MODEL, item))
+
+    def test_text_prompts_are_tokenized_at_submit_and_results_carry_the_text(self):
+        text = "Once upon a time, a nightjar sang."
+        spec = njtest.write_spec(os.path.join(self.dir, "job.yaml"), "text", TOK_MODEL,
+                                 [{"id": "story", "prompt": text, "max_tokens": 16, "temperature": 0.7, "seed": 3}])
+        job = self.nj.submit(spec)
+        tok = subprocess.run([ARGS.bin, "tokenize", "--model", TOK_MODEL, "--text", text, "--output", "json"],
+                             capture_output=True, text=True, check=True)
+        ids = json.loads(tok.stdout)["ids"]
+        (blob,) = self.nj.query("SELECT prompt_ids FROM items")[0]
+        self.assertEqual([int.from_bytes(blob[i:i + 4], "little") for i in range(0, len(blob), 4)], ids)
+        p = self.nj.run("run", *RUN, "--drain")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        (r,) = self.nj.results(job)
+        self.assertEqual(r["output_ids"], njtest.reference_output(
+            ARGS.bin, TOK_MODEL, {"prompt_ids": ids, "max_tokens": 16, "temperature": 0.7, "seed": 3}))
+        detok = subprocess.run([ARGS.bin, "detokenize", "--model", TOK_MODEL, "--ids",
+                                ",".join(map(str, r["output_ids"])), "--output", "json"],
+                               capture_output=True, text=True, check=True)
+        self.assertEqual(r["output_text"], json.loads(detok.stdout)["text"])
 
     def test_bad_run_options_are_usage_errors(self):
         for args in (["--until", "25:00"], ["--max-items", "0"], ["--simd", "mmx"]):

@@ -51,7 +51,7 @@ BAD = [
     ("token id outside the vocabulary", "name: x\nmodel: models/tiny\nkind: generate\nitems:\n  - id: a\n"
      "    prompt_ids: [1, 256]\n", 6, "outside the model's vocabulary"),
     ("text prompt without a tokenizer", "name: x\nmodel: models/tiny\nkind: generate\nitems:\n  - id: a\n"
-     "    prompt: Once upon a time\n", 6, "tokenizer"),
+     "    prompt: Once upon a time\n", 6, "has none (no tiktoken.model); give prompt_ids instead"),
     ("bad type", "name: x\nmodel: models/tiny\nkind: generate\ndefaults:\n  max_tokens: lots\nitems:\n"
      "  - id: a\n    prompt_ids: [1]\n", 5, "expected a whole number"),
     ("bad memory", "name: x\nmodel: models/tiny\nkind: generate\nmemory: 8 furlongs\nitems:\n  - id: a\n"
