@@ -7,7 +7,8 @@ namespace nj::jobs {
 
 const char* job_kind_name(JobKind kind) {
   switch (kind) {
-    case JobKind::kGenerate: return "generate";
+    case JobKind::kGenerate:
+      return "generate";
   }
   return "?";
 }
@@ -30,7 +31,8 @@ Result<GenerateParams> generate_params_from_json(const nlohmann::json& j) {
   auto field = [&](const char* key, auto& out) -> Status {
     auto it = j.find(key);
     if (it == j.end() || !it->is_number())
-      return invalid_argument(std::string("item parameters: '") + key + "' missing or not a number");
+      return invalid_argument(std::string("item parameters: '") + key +
+                              "' missing or not a number");
     out = it->get<std::remove_reference_t<decltype(out)>>();
     return Status();
   };
@@ -48,18 +50,17 @@ Result<GenerateParams> generate_params_from_json(const nlohmann::json& j) {
 int64_t job_max_context(const JobSpec& spec) {
   int64_t longest = 0;
   for (const auto& item : spec.items)
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(item.prompt_ids.size()) + item.params.max_tokens);
+    longest = std::max<int64_t>(
+        longest, static_cast<int64_t>(item.prompt_ids.size()) + item.params.max_tokens);
   return longest;
 }
 
 nlohmann::json job_settings_to_json(const JobSpec& spec) {
-  nlohmann::json j = {{"name", spec.name},
-                      {"kind", job_kind_name(spec.kind)},
-                      {"model", spec.model_dir},
-                      {"max_attempts", spec.max_attempts},
-                      {"priority", spec.priority},
-                      {"source", spec.source}};
-  j["memory_bytes"] = spec.memory_bytes ? nlohmann::json(*spec.memory_bytes) : nlohmann::json(nullptr);
+  nlohmann::json j = {{"name", spec.name},         {"kind", job_kind_name(spec.kind)},
+                      {"model", spec.model_dir},   {"max_attempts", spec.max_attempts},
+                      {"priority", spec.priority}, {"source", spec.source}};
+  j["memory_bytes"] =
+      spec.memory_bytes ? nlohmann::json(*spec.memory_bytes) : nlohmann::json(nullptr);
   j["max_context"] = job_max_context(spec);
   return j;
 }

@@ -31,7 +31,8 @@ struct GenerateParams {
   SamplingParams sampling;  // temperature 0 (greedy), top_k 0, top_p 1, seed 0
 };
 
-// Stored with each item as JSON: {"max_tokens":..,"temperature":..,"top_k":..,"top_p":..,"seed":..}.
+// Stored with each item as JSON:
+// {"max_tokens":..,"temperature":..,"top_k":..,"top_p":..,"seed":..}.
 nlohmann::json generate_params_to_json(const GenerateParams& p);
 // The inverse; InvalidArgument naming the field on a missing or mistyped value (a store
 // written by a bug or by hand).
@@ -47,14 +48,14 @@ struct ItemSpec {
 };
 
 struct JobSpec {
-  std::string source;        // the spec file as named on the command line
-  std::string name;          // `name`
+  std::string source;  // the spec file as named on the command line
+  std::string name;    // `name`
   JobKind kind = JobKind::kGenerate;
-  std::string model_dir;     // `model`, made absolute against the spec's directory
-  std::string model_where;   // "<spec>:<line>:<col>" of the model value
+  std::string model_dir;                 // `model`, made absolute against the spec's directory
+  std::string model_where;               // "<spec>:<line>:<col>" of the model value
   std::optional<uint64_t> memory_bytes;  // `memory`; absent = the engine's default
-  int max_attempts = 3;      // failed attempts (errors, lost processes) before an item fails
-  int priority = 0;          // higher runs first; FIFO among equals
+  int max_attempts = 3;  // failed attempts (errors, lost processes) before an item fails
+  int priority = 0;      // higher runs first; FIFO among equals
   std::vector<ItemSpec> items;
 };
 

@@ -18,6 +18,7 @@ Status bind_spec_to_model(JobSpec& spec);
 
 // The same against a loaded config and tokenizer (null: the model has none, so text prompts
 // are errors).
-Status check_spec_against_model(JobSpec& spec, const ModelConfig& config, const Tokenizer* tokenizer);
+Status check_spec_against_model(JobSpec& spec, const ModelConfig& config,
+                                const Tokenizer* tokenizer);
 
 }  // namespace nj::jobs

@@ -19,13 +19,17 @@ constexpr int64_t kPriorityLimit = 1000000;
 
 // Reads the generate settings present in `map` over `params` (defaults, then per item).
 void read_generate_params(MapReader& map, GenerateParams& params) {
-  if (auto v = map.integer("max_tokens", 1, kMaxTokensLimit, Need::kOptional)) params.max_tokens = static_cast<int>(*v);
-  if (auto v = map.number("temperature", 0, 1e6, Need::kOptional)) params.sampling.temperature = static_cast<float>(*v);
+  if (auto v = map.integer("max_tokens", 1, kMaxTokensLimit, Need::kOptional))
+    params.max_tokens = static_cast<int>(*v);
+  if (auto v = map.number("temperature", 0, 1e6, Need::kOptional))
+    params.sampling.temperature = static_cast<float>(*v);
   if (auto v = map.integer("top_k", 0, std::numeric_limits<int32_t>::max(), Need::kOptional))
     params.sampling.top_k = static_cast<int>(*v);
   if (auto v = map.number("top_p", 0, 1, Need::kOptional)) {
-    if (*v <= 0) map.errors().add(*map.find("top_p"), map.key_path("top_p"), "must be greater than 0");
-    else params.sampling.top_p = static_cast<float>(*v);
+    if (*v <= 0)
+      map.errors().add(*map.find("top_p"), map.key_path("top_p"), "must be greater than 0");
+    else
+      params.sampling.top_p = static_cast<float>(*v);
   }
   if (auto v = map.unsigned_integer("seed", Need::kOptional)) params.sampling.seed = *v;
 }
@@ -53,12 +57,14 @@ void read_prompt(MapReader& item, ItemSpec& out) {
   }
   out.prompt_where = errors.where(*ids);
   if (!ids->IsSequence() || ids->size() == 0) {
-    errors.add(*ids, item.key_path("prompt_ids"), "expected a non-empty list of token ids, e.g. [3, 7, 11]");
+    errors.add(*ids, item.key_path("prompt_ids"),
+               "expected a non-empty list of token ids, e.g. [3, 7, 11]");
     return;
   }
   for (size_t i = 0; i < ids->size(); ++i) {
-    auto id = read_integer(errors, (*ids)[i], item.key_path("prompt_ids") + "[" + std::to_string(i) + "]", 0,
-                           std::numeric_limits<int32_t>::max());
+    auto id =
+        read_integer(errors, (*ids)[i], item.key_path("prompt_ids") + "[" + std::to_string(i) + "]",
+                     0, std::numeric_limits<int32_t>::max());
     if (id) out.prompt_ids.push_back(static_cast<int32_t>(*id));
   }
 }
@@ -100,8 +106,9 @@ void read_generate_kind(MapReader& top, JobSpec& spec) {
         const int line = item.find("id")->Mark().line + 1;
         auto [it, fresh] = first_line.emplace(*id, line);
         if (!fresh)
-          errors.add(*item.find("id"), item.key_path("id"),
-                     "duplicate id '" + *id + "' (first used at line " + std::to_string(it->second) + ")");
+          errors.add(
+              *item.find("id"), item.key_path("id"),
+              "duplicate id '" + *id + "' (first used at line " + std::to_string(it->second) + ")");
         out.id = *id;
       }
     }
@@ -123,7 +130,8 @@ std::string resolve_model_path(const std::string& model, const std::string& base
 
 }  // namespace
 
-Result<JobSpec> parse_job_spec(const std::string& text, const std::string& name, const std::string& base_dir) {
+Result<JobSpec> parse_job_spec(const std::string& text, const std::string& name,
+                               const std::string& base_dir) {
   NJ_ASSIGN_OR_RETURN(YAML::Node root, parse_yaml(text, name));
   SpecErrors errors(name);
   if (root.IsNull() || !root.IsDefined())
@@ -139,20 +147,26 @@ Result<JobSpec> parse_job_spec(const std::string& text, const std::string& name,
   }
   if (auto v = top.string("model", Need::kRequired)) {
     spec.model_where = errors.where(*top.find("model"));
-    if (v->empty()) errors.add(*top.find("model"), "model", "must not be empty");
-    else spec.model_dir = resolve_model_path(*v, base_dir);
+    if (v->empty())
+      errors.add(*top.find("model"), "model", "must not be empty");
+    else
+      spec.model_dir = resolve_model_path(*v, base_dir);
   }
   if (auto node = top.find("memory")) {
     if (!node->IsScalar()) {
       errors.add(*node, "memory", "expected a size such as 8GiB");
     } else {
       auto bytes = parse_bytes(node->Scalar());
-      if (bytes.ok()) spec.memory_bytes = *bytes;
-      else errors.add(*node, "memory", bytes.status().message());
+      if (bytes.ok())
+        spec.memory_bytes = *bytes;
+      else
+        errors.add(*node, "memory", bytes.status().message());
     }
   }
-  if (auto v = top.integer("max_attempts", 1, kMaxAttemptsLimit, Need::kOptional)) spec.max_attempts = static_cast<int>(*v);
-  if (auto v = top.integer("priority", -kPriorityLimit, kPriorityLimit, Need::kOptional)) spec.priority = static_cast<int>(*v);
+  if (auto v = top.integer("max_attempts", 1, kMaxAttemptsLimit, Need::kOptional))
+    spec.max_attempts = static_cast<int>(*v);
+  if (auto v = top.integer("priority", -kPriorityLimit, kPriorityLimit, Need::kOptional))
+    spec.priority = static_cast<int>(*v);
 
   auto kind = top.string("kind", Need::kRequired);
   if (!kind) return errors.status();  // without a kind its keys are unknown: stop here
@@ -163,7 +177,9 @@ Result<JobSpec> parse_job_spec(const std::string& text, const std::string& name,
   }
   spec.kind = *parsed_kind;
   switch (spec.kind) {
-    case JobKind::kGenerate: read_generate_kind(top, spec); break;
+    case JobKind::kGenerate:
+      read_generate_kind(top, spec);
+      break;
   }
   top.report_unknown_keys();
   if (!errors.empty()) return errors.status();

@@ -36,7 +36,8 @@ namespace nj::jobs {
 // Parses spec text. `name` prefixes messages (normally the file path); `base_dir` is the
 // directory relative model paths resolve against.
 // Returns InvalidArgument listing every error as "<name>:<line>:<col>: <key>: <what>".
-Result<JobSpec> parse_job_spec(const std::string& text, const std::string& name, const std::string& base_dir);
+Result<JobSpec> parse_job_spec(const std::string& text, const std::string& name,
+                               const std::string& base_dir);
 
 // Reads and parses a spec file (relative paths resolve against its directory). NotFound /
 // IOError naming the path when it cannot be read; parse errors as above.

@@ -11,11 +11,16 @@ constexpr size_t kMaxListedErrors = 20;
 
 const char* type_name(const YAML::Node& n) {
   switch (n.Type()) {
-    case YAML::NodeType::Null: return "nothing (null)";
-    case YAML::NodeType::Scalar: return "a scalar";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a mapping";
-    default: return "an undefined value";
+    case YAML::NodeType::Null:
+      return "nothing (null)";
+    case YAML::NodeType::Scalar:
+      return "a scalar";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    default:
+      return "an undefined value";
   }
 }
 
@@ -45,7 +50,8 @@ void SpecErrors::add(const YAML::Node& at, const std::string& path, const std::s
 Status SpecErrors::status() const {
   if (lines_.empty()) return Status();
   std::string text;
-  for (size_t i = 0; i < lines_.size() && i < kMaxListedErrors; ++i) text += (i ? "\n" : "") + lines_[i];
+  for (size_t i = 0; i < lines_.size() && i < kMaxListedErrors; ++i)
+    text += (i ? "\n" : "") + lines_[i];
   if (lines_.size() > kMaxListedErrors)
     text += "\n... and " + std::to_string(lines_.size() - kMaxListedErrors) + " more errors";
   return invalid_argument(text);
@@ -54,7 +60,8 @@ Status SpecErrors::status() const {
 MapReader::MapReader(SpecErrors& errors, const YAML::Node& node, std::string path)
     : errors_(errors), node_(node), path_(std::move(path)) {
   if (!node.IsMap()) {
-    errors_.add(node, path_, std::string("expected a mapping (key: value lines), got ") + type_name(node));
+    errors_.add(node, path_,
+                std::string("expected a mapping (key: value lines), got ") + type_name(node));
     return;
   }
   is_map_ = true;
@@ -86,7 +93,8 @@ std::optional<YAML::Node> MapReader::find(const std::string& key) {
 
 std::optional<YAML::Node> MapReader::get(const std::string& key, Need need) {
   auto v = find(key);
-  if (!v && need == Need::kRequired && is_map_) errors_.add(node_, path_, "missing required key '" + key + "'");
+  if (!v && need == Need::kRequired && is_map_)
+    errors_.add(node_, path_, "missing required key '" + key + "'");
   return v;
 }
 
@@ -100,8 +108,8 @@ std::optional<std::string> MapReader::string(const std::string& key, Need need) 
   return v->Scalar();
 }
 
-std::optional<int64_t> read_integer(SpecErrors& errors, const YAML::Node& node, const std::string& path,
-                                    int64_t min, int64_t max) {
+std::optional<int64_t> read_integer(SpecErrors& errors, const YAML::Node& node,
+                                    const std::string& path, int64_t min, int64_t max) {
   long long value = 0;
   if (!node.IsScalar() || !YAML::convert<long long>::decode(node, value)) {
     errors.add(node, path, "expected a whole number, got " + quoted_scalar(node));
@@ -109,13 +117,15 @@ std::optional<int64_t> read_integer(SpecErrors& errors, const YAML::Node& node, 
   }
   if (value < min || value > max) {
     errors.add(node, path,
-               std::to_string(value) + " is out of range [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+               std::to_string(value) + " is out of range [" + std::to_string(min) + ", " +
+                   std::to_string(max) + "]");
     return std::nullopt;
   }
   return value;
 }
 
-std::optional<int64_t> MapReader::integer(const std::string& key, int64_t min, int64_t max, Need need) {
+std::optional<int64_t> MapReader::integer(const std::string& key, int64_t min, int64_t max,
+                                          Need need) {
   auto v = get(key, need);
   if (!v) return std::nullopt;
   return read_integer(errors_, *v, key_path(key), min, max);
@@ -142,8 +152,9 @@ std::optional<double> MapReader::number(const std::string& key, double min, doub
     return std::nullopt;
   }
   if (value < min || value > max) {
-    errors_.add(*v, key_path(key),
-                v->Scalar() + " is out of range [" + format_number(min) + ", " + format_number(max) + "]");
+    errors_.add(
+        *v, key_path(key),
+        v->Scalar() + " is out of range [" + format_number(min) + ", " + format_number(max) + "]");
     return std::nullopt;
   }
   return value;

@@ -83,7 +83,7 @@ class MapReader {
 
 // Typed scalar conversions for values outside a MapReader (sequence elements). They report
 // through `errors` at the node, under `path`, and return nullopt on error.
-std::optional<int64_t> read_integer(SpecErrors& errors, const YAML::Node& node, const std::string& path,
-                                    int64_t min, int64_t max);
+std::optional<int64_t> read_integer(SpecErrors& errors, const YAML::Node& node,
+                                    const std::string& path, int64_t min, int64_t max);
 
 }  // namespace nj::jobs

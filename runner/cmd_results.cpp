@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <memory>
 
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "engine/io/durable.h"
 #include "engine/io/env.h"
@@ -39,8 +39,9 @@ nlohmann::json result_line(const ItemRow& item, const std::optional<ResultRow>& 
   nlohmann::json t = {{"prefill_s", item.prefill_s}, {"decode_s", item.decode_s}};
   t["started_at"] = item.started_at ? nlohmann::json(*item.started_at) : nlohmann::json(nullptr);
   t["finished_at"] = item.finished_at ? nlohmann::json(*item.finished_at) : nlohmann::json(nullptr);
-  t["wall_s"] = item.started_at && item.finished_at ? nlohmann::json(*item.finished_at - *item.started_at)
-                                                    : nlohmann::json(nullptr);
+  t["wall_s"] = item.started_at && item.finished_at
+                    ? nlohmann::json(*item.finished_at - *item.started_at)
+                    : nlohmann::json(nullptr);
   j["timings"] = t;
   return j;
 }
@@ -55,7 +56,8 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     std::string out;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("results", "A job's results, one JSON object per item (JSON Lines)");
+  CLI::App* sub =
+      app.add_subcommand("results", "A job's results, one JSON object per item (JSON Lines)");
   sub->add_option("job", a->job, "A job id or name")->required();
   add_home_option(*sub, a->home);
   sub->add_option("--format", a->format, "jsonl (default)")->check(CLI::IsMember({"jsonl"}));
@@ -74,14 +76,16 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     for (const auto& item : *items) {
       auto r = s.result(item.id);
       if (!r.ok()) return report_failure(r.status());
-      text += result_line(item, *r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      text += result_line(item, *r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+              "\n";
     }
     if (a->out.empty()) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
       return kExitOk;
     }
-    if (Status st = write_file_durably(*Env::posix(), a->out, text); !st.ok()) return report_failure(st);
+    if (Status st = write_file_durably(*Env::posix(), a->out, text); !st.ok())
+      return report_failure(st);
     spdlog::info("wrote {} results of job {} to {}", items->size(), job->id, a->out);
     return kExitOk;
   });

@@ -5,8 +5,8 @@
 #include <ctime>
 #include <memory>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "engine/util/units.h"
 #include "runner/commands.h"
@@ -31,32 +31,42 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
     double log_interval_s = 30;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("run", "Run queued items (one sequence at a time), crash-safely");
+  CLI::App* sub =
+      app.add_subcommand("run", "Run queued items (one sequence at a time), crash-safely");
   add_home_option(*sub, a->home);
   sub->add_option("--until", a->until, "Stop gracefully at this local time of day, e.g. 07:00");
   sub->add_flag("--drain", a->drain, "Exit when nothing is queued (default: wait for new work)");
-  sub->add_option("--max-items", a->max_items, "Exit after this many items finished (done or failed)")
+  sub->add_option("--max-items", a->max_items,
+                  "Exit after this many items finished (done or failed)")
       ->check(CLI::PositiveNumber);
   add_compute_options(*sub, a->compute);
   sub->add_option("--prefill-chunk", a->sched.prefill_chunk, "Tokens per prefill pass (default 64)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--io-threads", a->sched.io_threads, "Reads in flight when a job's memory budget streams (default 8)")
+  sub->add_option("--io-threads", a->sched.io_threads,
+                  "Reads in flight when a job's memory budget streams (default 8)")
       ->check(CLI::PositiveNumber);
   ItemRunOptions& item = a->sched.item;
   sub->add_option("--commit-tokens", item.commit_tokens,
-                  "Store output tokens when this many are pending (default 64)")->check(CLI::PositiveNumber);
+                  "Store output tokens when this many are pending (default 64)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--commit-seconds", item.commit_interval_s,
-                  "... or when this long has passed since the last commit (default 1)")->check(CLI::PositiveNumber);
+                  "... or when this long has passed since the last commit (default 1)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--checkpoint-tokens", item.checkpoint_tokens,
-                  "Save a state checkpoint every this many tokens (default 2048)")->check(CLI::PositiveNumber);
+                  "Save a state checkpoint every this many tokens (default 2048)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--checkpoint-seconds", item.checkpoint_interval_s,
-                  "... or every this many seconds (default 120)")->check(CLI::PositiveNumber);
+                  "... or every this many seconds (default 120)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--lease-seconds", a->sched.lease_s,
-                  "How long an item's lease holds without a heartbeat (default 600)")->check(CLI::PositiveNumber);
+                  "How long an item's lease holds without a heartbeat (default 600)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--poll-seconds", a->sched.poll_interval_s,
-                  "How often an idle run looks for new work (default 5)")->check(CLI::PositiveNumber);
+                  "How often an idle run looks for new work (default 5)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--log-seconds", a->log_interval_s,
-                  "Progress log line interval when stderr is not a terminal (default 30)")->check(CLI::PositiveNumber);
+                  "Progress log line interval when stderr is not a terminal (default 30)")
+      ->check(CLI::PositiveNumber);
   table.emplace_back(sub, [a, &global]() -> int {
     StopControl::install_signal_handlers();  // first: a signal during start-up stops gracefully too
     auto home = resolve_home(a->home);
@@ -67,7 +77,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
       if (!t.ok()) return report_usage_error("--until", t.status());
       deadline = next_occurrence(*t, std::time(nullptr));
     }
-    if (Status s = apply_compute_options(a->compute); !s.ok()) return report_usage_error("--simd", s);
+    if (Status s = apply_compute_options(a->compute); !s.ok())
+      return report_usage_error("--simd", s);
     auto store = open_home_store(*home, /*create=*/true);
     if (!store.ok()) return report_failure(store.status());
 

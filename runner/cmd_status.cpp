@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <memory>
 
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
@@ -25,7 +25,9 @@ std::string job_state(const JobSummary& j) {
 }
 
 // Generated tokens per second of engine time, and the time the queued work still needs.
-double rate_of(int64_t tokens, double active_s) { return active_s > 0 && tokens > 0 ? tokens / active_s : 0.0; }
+double rate_of(int64_t tokens, double active_s) {
+  return active_s > 0 && tokens > 0 ? tokens / active_s : 0.0;
+}
 
 nlohmann::json job_json(const JobSummary& j) {
   const double rate = rate_of(j.tokens_done, j.active_s);
@@ -48,7 +50,8 @@ nlohmann::json job_json(const JobSummary& j) {
                         {"active_s", j.active_s},
                         {"rate_tokens_per_s", rate},
                         {"created_at", j.job.created_at}};
-  out["eta_s"] = (rate > 0 && (j.queued + j.running) > 0) ? nlohmann::json(left / rate) : nlohmann::json(nullptr);
+  out["eta_s"] = (rate > 0 && (j.queued + j.running) > 0) ? nlohmann::json(left / rate)
+                                                          : nlohmann::json(nullptr);
   return out;
 }
 
@@ -65,7 +68,8 @@ nlohmann::json item_json(const ItemRow& i) {
   out["last_error"] = i.last_error ? nlohmann::json(*i.last_error) : nlohmann::json(nullptr);
   out["lease_owner"] = i.lease_owner ? nlohmann::json(*i.lease_owner) : nlohmann::json(nullptr);
   const bool active = i.state == ItemState::kQueued || i.state == ItemState::kRunning;
-  out["eta_s"] = active && rate > 0 ? nlohmann::json((i.max_tokens - i.tokens_done) / rate) : nlohmann::json(nullptr);
+  out["eta_s"] = active && rate > 0 ? nlohmann::json((i.max_tokens - i.tokens_done) / rate)
+                                    : nlohmann::json(nullptr);
   return out;
 }
 
@@ -81,14 +85,16 @@ void print_jobs_text(const std::vector<JobSummary>& jobs) {
     std::printf("no jobs\n");
     return;
   }
-  std::printf("%-5s %-24s %-9s %-30s %-17s %-13s %s\n", "JOB", "NAME", "STATE", "ITEMS done/run/queue/fail/canc",
-              "TOKENS", "RATE", "ETA");
+  std::printf("%-5s %-24s %-9s %-30s %-17s %-13s %s\n", "JOB", "NAME", "STATE",
+              "ITEMS done/run/queue/fail/canc", "TOKENS", "RATE", "ETA");
   for (const auto& j : jobs) {
     const nlohmann::json js = job_json(j);
     char items[64], tokens[40];
-    std::snprintf(items, sizeof items, "%lld/%lld/%lld/%lld/%lld", (long long)j.done, (long long)j.running,
-                  (long long)j.queued, (long long)j.failed, (long long)j.cancelled);
-    std::snprintf(tokens, sizeof tokens, "%lld/%lld", (long long)j.tokens_done, (long long)j.tokens_planned);
+    std::snprintf(items, sizeof items, "%lld/%lld/%lld/%lld/%lld", (long long)j.done,
+                  (long long)j.running, (long long)j.queued, (long long)j.failed,
+                  (long long)j.cancelled);
+    std::snprintf(tokens, sizeof tokens, "%lld/%lld", (long long)j.tokens_done,
+                  (long long)j.tokens_planned);
     std::printf("%-5lld %-24s %-9s %-30s %-17s %-13s %s\n", (long long)j.job.id, j.job.name.c_str(),
                 job_state(j).c_str(), items, tokens, rate_text(js["rate_tokens_per_s"]).c_str(),
                 js["eta_s"].is_null() ? "-" : format_duration(js["eta_s"].get<double>()).c_str());
@@ -97,12 +103,15 @@ void print_jobs_text(const std::vector<JobSummary>& jobs) {
 
 void print_items_text(const JobSummary& j, const std::vector<ItemRow>& items) {
   print_jobs_text({j});
-  std::printf("\n%-24s %-10s %-15s %-9s %-13s %s\n", "ITEM", "STATE", "TOKENS", "ATTEMPTS", "RATE", "LAST ERROR");
+  std::printf("\n%-24s %-10s %-15s %-9s %-13s %s\n", "ITEM", "STATE", "TOKENS", "ATTEMPTS", "RATE",
+              "LAST ERROR");
   for (const auto& i : items) {
     char tokens[40];
-    std::snprintf(tokens, sizeof tokens, "%lld/%lld", (long long)i.tokens_done, (long long)i.max_tokens);
-    std::printf("%-24s %-10s %-15s %-9d %-13s %s\n", i.custom_id.c_str(), item_state_name(i.state), tokens,
-                i.attempts, rate_text(rate_of(i.tokens_done, i.prefill_s + i.decode_s)).c_str(),
+    std::snprintf(tokens, sizeof tokens, "%lld/%lld", (long long)i.tokens_done,
+                  (long long)i.max_tokens);
+    std::printf("%-24s %-10s %-15s %-9d %-13s %s\n", i.custom_id.c_str(), item_state_name(i.state),
+                tokens, i.attempts,
+                rate_text(rate_of(i.tokens_done, i.prefill_s + i.decode_s)).c_str(),
                 i.last_error.value_or("").c_str());
   }
 }
@@ -122,7 +131,8 @@ void add_status_command(CLI::App& app, const GlobalOptions&, CommandTable& table
     std::string output = "text";
   };
   auto a = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("status", "Jobs and items: state, tokens, attempts, errors, rate, ETA");
+  CLI::App* sub =
+      app.add_subcommand("status", "Jobs and items: state, tokens, attempts, errors, rate, ETA");
   sub->add_option("job", a->job, "A job id or name (default: every job)");
   add_home_option(*sub, a->home);
   sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
@@ -186,7 +196,8 @@ void add_retry_command(CLI::App& app, const GlobalOptions&, CommandTable& table)
     std::string home;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("retry", "Queue a job's failed and cancelled items again (they resume)");
+  CLI::App* sub =
+      app.add_subcommand("retry", "Queue a job's failed and cancelled items again (they resume)");
   sub->add_option("job", a->job, "A job id or name")->required();
   add_home_option(*sub, a->home);
   table.emplace_back(sub, [a]() -> int {

@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <memory>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "jobs/spec_model.h"
 #include "jobs/spec_parser.h"
@@ -45,7 +45,8 @@ void add_submit_command(CLI::App& app, const GlobalOptions&, CommandTable& table
   CLI::App* sub = app.add_subcommand("submit", "Validate a job spec and queue its items");
   sub->add_option("spec", a->spec, "Job spec (YAML)")->required();
   add_home_option(*sub, a->home);
-  sub->add_option("--output", a->output, "text (the job id) or json")->check(CLI::IsMember({"text", "json"}));
+  sub->add_option("--output", a->output, "text (the job id) or json")
+      ->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(sub, [a]() -> int {
     auto home = resolve_home(a->home);
     if (!home.ok()) return report_usage_error("--home", home.status());
@@ -53,7 +54,8 @@ void add_submit_command(CLI::App& app, const GlobalOptions&, CommandTable& table
     if (!spec.ok()) return report_failure(spec.status());
     if (Status s = jobs::bind_spec_to_model(*spec); !s.ok()) return report_failure(s);
     std::error_code ec;
-    const std::string spec_path = std::filesystem::absolute(a->spec, ec).lexically_normal().string();
+    const std::string spec_path =
+        std::filesystem::absolute(a->spec, ec).lexically_normal().string();
     auto store = open_home_store(*home, /*create=*/true);
     if (!store.ok()) return report_failure(store.status());
     auto id = (*store)->submit(to_new_job(*spec, spec_path.empty() ? a->spec : spec_path));
@@ -67,7 +69,8 @@ void add_submit_command(CLI::App& app, const GlobalOptions&, CommandTable& table
     } else {
       std::printf("%lld\n", static_cast<long long>(*id));
       std::fflush(stdout);
-      spdlog::info("queued job {} '{}': {} items (home {})", *id, spec->name, spec->items.size(), home->dir);
+      spdlog::info("queued job {} '{}': {} items (home {})", *id, spec->name, spec->items.size(),
+                   home->dir);
     }
     return kExitOk;
   });

@@ -32,7 +32,8 @@ Result<Home> resolve_home(const std::string& flag) {
   }
   if (dir.empty()) {
     const char* home = std::getenv("HOME");
-    if (!home || !*home) return invalid_argument("no home directory: give --home DIR or set NIGHTJAR_HOME");
+    if (!home || !*home)
+      return invalid_argument("no home directory: give --home DIR or set NIGHTJAR_HOME");
     dir = std::string(home) + "/.local/share/nightjar";
   }
   std::error_code ec;
@@ -43,7 +44,8 @@ Result<Home> resolve_home(const std::string& flag) {
   return Home{s};
 }
 
-Result<std::unique_ptr<JobStore>> open_home_store(const Home& home, bool create, StoreOptions options) {
+Result<std::unique_ptr<JobStore>> open_home_store(const Home& home, bool create,
+                                                  StoreOptions options) {
   if (create) {
     std::error_code ec;
     std::filesystem::create_directories(home.dir, ec);

@@ -26,7 +26,9 @@ struct Home {
   // A path below the home, from the relative form the store records.
   std::string path(const std::string& relative) const { return dir + "/" + relative; }
   // Relative directory of one item's checkpoint files.
-  static std::string checkpoint_dir(int64_t item_id) { return "checkpoints/item-" + std::to_string(item_id); }
+  static std::string checkpoint_dir(int64_t item_id) {
+    return "checkpoints/item-" + std::to_string(item_id);
+  }
 };
 
 // Adds --home DIR to a subcommand.
@@ -38,6 +40,7 @@ Result<Home> resolve_home(const std::string& flag);
 
 // Opens the home's store. With `create`, creates the directory tree (mode 0700) and the store
 // when missing; without, NotFound names the home ("nothing submitted yet?").
-Result<std::unique_ptr<JobStore>> open_home_store(const Home& home, bool create, StoreOptions options = {});
+Result<std::unique_ptr<JobStore>> open_home_store(const Home& home, bool create,
+                                                  StoreOptions options = {});
 
 }  // namespace nj::runner

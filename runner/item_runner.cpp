@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/model/sampler.h"
 #include "engine/model/session.h"
@@ -16,16 +16,23 @@ namespace nj::runner {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 bool same_params(const SamplingParams& a, const SamplingParams& b) {
-  return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.seed == b.seed;
+  return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p &&
+         a.seed == b.seed;
 }
 
 class ItemRun {
  public:
   ItemRun(const ItemEnv& env, const Claim& claim)
-      : env_(env), claim_(claim), item_(claim.item), prompt_(claim.item.prompt_ids), output_(claim.tokens) {
+      : env_(env),
+        claim_(claim),
+        item_(claim.item),
+        prompt_(claim.item.prompt_ids),
+        output_(claim.tokens) {
     stored_ = static_cast<int64_t>(output_.size());
     label_ = "job " + std::to_string(claim.job.id) + " item " + item_.custom_id;
   }
@@ -38,11 +45,13 @@ class ItemRun {
   // The sequence the state consumes: prompt, then output.
   int32_t token_at(int64_t position) const {
     const int64_t p = static_cast<int64_t>(prompt_.size());
-    return position < p ? prompt_[static_cast<size_t>(position)] : output_[static_cast<size_t>(position - p)];
+    return position < p ? prompt_[static_cast<size_t>(position)]
+                        : output_[static_cast<size_t>(position - p)];
   }
   Progress progress() const {
-    return Progress{stored_, std::span<const int32_t>(output_).subspan(static_cast<size_t>(stored_)), prefill_s_,
-                    decode_s_};
+    return Progress{stored_,
+                    std::span<const int32_t>(output_).subspan(static_cast<size_t>(stored_)),
+                    prefill_s_, decode_s_};
   }
   void mark_stored() {
     stored_ = static_cast<int64_t>(output_.size());
@@ -102,20 +111,29 @@ Result<std::optional<int64_t>> ItemRun::restore() {
   auto loaded = env_.checkpoints.load(rel, env_.model);
   std::string problem;
   if (!loaded.ok()) {
-    if (loaded.status().code() != StatusCode::kNotFound) problem = loaded.status().message();
-    else if (has_row) problem = "its file is missing: " + loaded.status().message();
+    if (loaded.status().code() != StatusCode::kNotFound)
+      problem = loaded.status().message();
+    else if (has_row)
+      problem = "its file is missing: " + loaded.status().message();
   } else {
     const SequenceState& s = loaded->state;
-    bool prefix = s.position >= 1 && s.position <= p + m && static_cast<int64_t>(s.tokens.size()) == s.position;
-    for (int64_t i = 0; prefix && i < s.position; ++i) prefix = s.tokens[static_cast<size_t>(i)] == token_at(i);
-    if (!prefix) problem = "its sequence is not a prefix of the item's prompt and stored output";
-    else if (!same_params(loaded->params, params_.sampling)) problem = "it was saved with other sampling settings";
+    bool prefix = s.position >= 1 && s.position <= p + m &&
+                  static_cast<int64_t>(s.tokens.size()) == s.position;
+    for (int64_t i = 0; prefix && i < s.position; ++i)
+      prefix = s.tokens[static_cast<size_t>(i)] == token_at(i);
+    if (!prefix)
+      problem = "its sequence is not a prefix of the item's prompt and stored output";
+    else if (!same_params(loaded->params, params_.sampling))
+      problem = "it was saved with other sampling settings";
   }
   if (!problem.empty()) {
-    spdlog::warn("{}: state checkpoint {} is unusable ({}); prefilling the prompt and {} stored tokens instead",
-                 label_, rel, problem, m);
-    NJ_RETURN_IF_ERROR(env_.store.add_event(claim_.job.id, item_.id, "checkpoint_unusable",
-                                            nlohmann::json{{"path", rel}, {"error", problem}}.dump()));
+    spdlog::warn(
+        "{}: state checkpoint {} is unusable ({}); prefilling the prompt and {} stored tokens "
+        "instead",
+        label_, rel, problem, m);
+    NJ_RETURN_IF_ERROR(
+        env_.store.add_event(claim_.job.id, item_.id, "checkpoint_unusable",
+                             nlohmann::json{{"path", rel}, {"error", problem}}.dump()));
     NJ_ASSIGN_OR_RETURN(bool owned, env_.store.drop_checkpoints(item_.id, env_.owner));
     if (!owned) return Status(StatusCode::kCancelled, "lease lost");
     env_.checkpoints.remove_item(item_.id);
@@ -178,8 +196,8 @@ Result<bool> ItemRun::checkpoint() {
   if (!owned) return false;
   mark_stored();
   checkpoint_position_ = position;
-  spdlog::debug("{}: state checkpoint at position {} ({} bytes written in {:.3f} s)", label_, position, *bytes,
-                seconds_since(t0));
+  spdlog::debug("{}: state checkpoint at position {} ({} bytes written in {:.3f} s)", label_,
+                position, *bytes, seconds_since(t0));
   return true;
 }
 
@@ -205,7 +223,8 @@ Result<ItemRun::Step> ItemRun::catch_up() {
     const int64_t pos = session_->position();
     const int64_t n = std::min(chunk, p - pos);
     auto t0 = Clock::now();
-    Status s = session_->feed(std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(pos), static_cast<size_t>(n)));
+    Status s = session_->feed(std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(pos),
+                                                                        static_cast<size_t>(n)));
     prefill_s_ += seconds_since(t0);
     if (!s.ok()) {
       divergence_ = s.message();
@@ -223,7 +242,8 @@ Result<ItemRun::Step> ItemRun::catch_up() {
     const int32_t drawn = sampler_->sample(logits);
     if (drawn == output_[static_cast<size_t>(k)]) return true;
     divergence_ = "replay diverged at output token " + std::to_string(k) + ": stored " +
-                  std::to_string(output_[static_cast<size_t>(k)]) + ", the model now gives " + std::to_string(drawn);
+                  std::to_string(output_[static_cast<size_t>(k)]) + ", the model now gives " +
+                  std::to_string(drawn);
     return false;
   };
   int64_t k = session_->position() - p;  // output tokens the state has consumed
@@ -231,8 +251,9 @@ Result<ItemRun::Step> ItemRun::catch_up() {
     if (!check(k, session_->last_logits())) return Step::kDiverged;
     const int64_t n = std::min(chunk, m - k);
     auto t0 = Clock::now();
-    Status s = session_->feed(std::span<const int32_t>(output_).subspan(static_cast<size_t>(k), static_cast<size_t>(n)),
-                              &rows);
+    Status s = session_->feed(
+        std::span<const int32_t>(output_).subspan(static_cast<size_t>(k), static_cast<size_t>(n)),
+        &rows);
     prefill_s_ += seconds_since(t0);
     if (!s.ok()) {
       divergence_ = s.message();
@@ -260,13 +281,15 @@ Result<ItemReport> ItemRun::stop(const std::string& reason) {
                            {"position", session_->position()},
                            {"checkpoint_position", checkpoint_position_}};
   if (at_signal >= 0) detail["tokens_at_signal"] = at_signal;
-  NJ_ASSIGN_OR_RETURN(owned, env_.store.release_item(item_.id, env_.owner, progress(), detail.dump()));
+  NJ_ASSIGN_OR_RETURN(owned,
+                      env_.store.release_item(item_.id, env_.owner, progress(), detail.dump()));
   if (!owned) return lost();
   mark_stored();
-  spdlog::info("{}: stopped ({}) at {}/{} tokens{}; it resumes from here", label_, reason, output_.size(),
-               params_.max_tokens,
-               checkpoint_position_ > 0 ? ", state checkpoint at position " + std::to_string(checkpoint_position_)
-                                        : std::string());
+  spdlog::info("{}: stopped ({}) at {}/{} tokens{}; it resumes from here", label_, reason,
+               output_.size(), params_.max_tokens,
+               checkpoint_position_ > 0
+                   ? ", state checkpoint at position " + std::to_string(checkpoint_position_)
+                   : std::string());
   return ItemReport{ItemOutcome::kStopped, ItemState::kQueued, reason, generated_now_};
 }
 
@@ -277,8 +300,8 @@ Result<ItemReport> ItemRun::fail(const std::string& error) {
   if (*state == ItemState::kFailed)
     spdlog::error("{}: failed after {} attempts: {}", label_, claim_.job.max_attempts, error);
   else
-    spdlog::warn("{}: attempt failed ({} of {} allowed): {}", label_, item_.attempts + 1, claim_.job.max_attempts,
-                 error);
+    spdlog::warn("{}: attempt failed ({} of {} allowed): {}", label_, item_.attempts + 1,
+                 claim_.job.max_attempts, error);
   return ItemReport{ItemOutcome::kAttemptFailed, *state, error, generated_now_};
 }
 
@@ -308,11 +331,13 @@ Result<ItemReport> ItemRun::run() {
     if (id < 0 || id >= env_.model.config().vocab)
       return fail("prompt token id " + std::to_string(id) + " is outside the model's vocabulary");
   if (static_cast<int64_t>(output_.size()) > params_.max_tokens)
-    return fail("the store holds more tokens than max_tokens (" + std::to_string(output_.size()) + ")");
+    return fail("the store holds more tokens than max_tokens (" + std::to_string(output_.size()) +
+                ")");
   StopControl::publish_tokens(static_cast<int64_t>(output_.size()));
   env_.progress.begin_item(label_, static_cast<int64_t>(output_.size()), params_.max_tokens);
 
-  if (static_cast<int64_t>(output_.size()) == params_.max_tokens) return finish();  // died just before finishing
+  if (static_cast<int64_t>(output_.size()) == params_.max_tokens)
+    return finish();  // died just before finishing
   auto restored = restore();
   if (!restored.ok()) {
     if (restored.status().code() == StatusCode::kCancelled) return lost();
@@ -321,12 +346,11 @@ Result<ItemReport> ItemRun::run() {
   const int64_t restored_position = restored->value_or(0);
   NJ_ASSIGN_OR_RETURN(Step step, catch_up());
   if (step == Step::kDiverged && *restored) {
-    spdlog::warn("{}: {} after the checkpoint at position {}; prefilling from the start instead", label_,
-                 divergence_, restored_position);
-    NJ_RETURN_IF_ERROR(env_.store.add_event(claim_.job.id, item_.id, "replay_diverged",
-                                            nlohmann::json{{"error", divergence_},
-                                                           {"checkpoint_position", restored_position}}
-                                                .dump()));
+    spdlog::warn("{}: {} after the checkpoint at position {}; prefilling from the start instead",
+                 label_, divergence_, restored_position);
+    NJ_RETURN_IF_ERROR(env_.store.add_event(
+        claim_.job.id, item_.id, "replay_diverged",
+        nlohmann::json{{"error", divergence_}, {"checkpoint_position", restored_position}}.dump()));
     NJ_ASSIGN_OR_RETURN(bool owned, env_.store.drop_checkpoints(item_.id, env_.owner));
     if (!owned) return lost();
     env_.checkpoints.remove_item(item_.id);
@@ -336,24 +360,31 @@ Result<ItemReport> ItemRun::run() {
     NJ_ASSIGN_OR_RETURN(step, catch_up());
   }
   switch (step) {
-    case Step::kOk: break;
-    case Step::kDiverged: return fail(divergence_ + " (the stored output cannot be reproduced)");
-    case Step::kEngineError: return fail(divergence_);
-    case Step::kLost: return lost();
-    case Step::kStopped: return stop(*env_.stop.reason());
+    case Step::kOk:
+      break;
+    case Step::kDiverged:
+      return fail(divergence_ + " (the stored output cannot be reproduced)");
+    case Step::kEngineError:
+      return fail(divergence_);
+    case Step::kLost:
+      return lost();
+    case Step::kStopped:
+      return stop(*env_.stop.reason());
   }
   if (claim_.item.claims > 1 || !output_.empty() || *restored) {
     const char* from = *restored ? "checkpoint" : "start";
-    NJ_RETURN_IF_ERROR(env_.store.add_event(claim_.job.id, item_.id, "resumed",
-                                            nlohmann::json{{"from", from},
-                                                           {"checkpoint_position", restored_position},
-                                                           {"prompt_tokens_fed", fed_prompt_},
-                                                           {"replayed_tokens", fed_replay_},
-                                                           {"tokens_done", output_.size()}}
-                                                .dump()));
-    spdlog::info("{}: resumed at {}/{} tokens from {} (fed {} prompt tokens, replayed {})", label_, output_.size(),
-                 params_.max_tokens,
-                 *restored ? "the checkpoint at position " + std::to_string(restored_position) : std::string("the start"),
+    NJ_RETURN_IF_ERROR(
+        env_.store.add_event(claim_.job.id, item_.id, "resumed",
+                             nlohmann::json{{"from", from},
+                                            {"checkpoint_position", restored_position},
+                                            {"prompt_tokens_fed", fed_prompt_},
+                                            {"replayed_tokens", fed_replay_},
+                                            {"tokens_done", output_.size()}}
+                                 .dump()));
+    spdlog::info("{}: resumed at {}/{} tokens from {} (fed {} prompt tokens, replayed {})", label_,
+                 output_.size(), params_.max_tokens,
+                 *restored ? "the checkpoint at position " + std::to_string(restored_position)
+                           : std::string("the start"),
                  fed_prompt_, fed_replay_);
   }
 

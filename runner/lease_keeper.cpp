@@ -10,7 +10,9 @@ namespace nj::runner {
 LeaseKeeper::LeaseKeeper(std::string db_path, std::string owner, double lease_s)
     : db_path_(std::move(db_path)), owner_(std::move(owner)), lease_s_(lease_s) {}
 
-LeaseKeeper::~LeaseKeeper() { stop(); }
+LeaseKeeper::~LeaseKeeper() {
+  stop();
+}
 
 void LeaseKeeper::start(int64_t item_id) {
   stop();

@@ -35,9 +35,12 @@ void StatusLineSink::sink_it_(const spdlog::details::log_msg& msg) {
   draw_locked();
 }
 
-void StatusLineSink::flush_() { std::fflush(stderr); }
+void StatusLineSink::flush_() {
+  std::fflush(stderr);
+}
 
-std::shared_ptr<StatusLineSink> setup_run_logging(bool tty, int verbosity, const std::string& log_file) {
+std::shared_ptr<StatusLineSink> setup_run_logging(bool tty, int verbosity,
+                                                  const std::string& log_file) {
   auto logger = spdlog::default_logger();
   const spdlog::level::level_enum stderr_level = logger->level();
   std::shared_ptr<StatusLineSink> status;
@@ -69,8 +72,10 @@ std::string format_duration(double seconds) {
   if (!(seconds >= 0) || seconds > 1e8) return "?";
   const long s = static_cast<long>(seconds + 0.5);
   char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
   return buf;
 }
 
@@ -86,7 +91,8 @@ void ProgressReporter::begin_item(const std::string& label, int64_t tokens_done,
 }
 
 void ProgressReporter::feeding(const char* what, int64_t fed, int64_t total) {
-  emit(label_ + "  " + what + " " + std::to_string(fed) + "/" + std::to_string(total) + " tokens", false);
+  emit(label_ + "  " + what + " " + std::to_string(fed) + "/" + std::to_string(total) + " tokens",
+       false);
 }
 
 void ProgressReporter::tokens(int64_t tokens_done, int64_t max_tokens) {
@@ -98,7 +104,8 @@ void ProgressReporter::tokens(int64_t tokens_done, int64_t max_tokens) {
   }
   const double elapsed = std::chrono::duration<double>(now - decode_start_).count();
   const int64_t made = tokens_done - start_tokens_;
-  std::string line = label_ + "  " + std::to_string(tokens_done) + "/" + std::to_string(max_tokens) + " tokens";
+  std::string line =
+      label_ + "  " + std::to_string(tokens_done) + "/" + std::to_string(max_tokens) + " tokens";
   if (made > 0 && elapsed > 0) {
     const double rate = made / elapsed;
     char buf[96];

@@ -33,7 +33,8 @@ class StatusLineSink final : public spdlog::sinks::base_sink<std::mutex> {
 // `log_file` (created if missing). `stderr_level` is the level the command line asked for;
 // the file always gets info and above (debug with -v). Returns the status sink (null when
 // not a terminal). Failure to open the log file is reported as a warning, not an error.
-std::shared_ptr<StatusLineSink> setup_run_logging(bool tty, int verbosity, const std::string& log_file);
+std::shared_ptr<StatusLineSink> setup_run_logging(bool tty, int verbosity,
+                                                  const std::string& log_file);
 
 // Formats seconds as "1:02:03" / "2:03".
 std::string format_duration(double seconds);

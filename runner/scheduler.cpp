@@ -5,8 +5,8 @@
 #include <chrono>
 #include <thread>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -27,7 +27,8 @@ class ModelCache {
 
   Result<Model*> get(const JobRow& job, int64_t context) {
     const uint64_t memory = job.memory_bytes.value_or(0);
-    if (model_ && dir_ == job.model_dir && memory_ == memory && context_ >= context) return model_.get();
+    if (model_ && dir_ == job.model_dir && memory_ == memory && context_ >= context)
+      return model_.get();
     model_.reset();
     tokenizer_.reset();
     auto t0 = Clock::now();
@@ -66,7 +67,8 @@ class ModelCache {
 int64_t job_context(const Claim& claim) {
   int64_t context = static_cast<int64_t>(claim.item.prompt_ids.size()) + claim.item.max_tokens;
   auto settings = nlohmann::json::parse(claim.job.settings_json, nullptr, false);
-  if (settings.is_object() && settings.contains("max_context") && settings["max_context"].is_number_integer())
+  if (settings.is_object() && settings.contains("max_context") &&
+      settings["max_context"].is_number_integer())
     context = std::max(context, settings["max_context"].get<int64_t>());
   return context;
 }
@@ -75,8 +77,9 @@ int64_t job_context(const Claim& claim) {
 Result<ItemReport> run_claimed(const ItemEnv& env, const Claim& claim) {
   if (claim.job.kind == "generate") return run_item(env, claim);
   const std::string error = "this nightjar cannot run jobs of kind '" + claim.job.kind + "'";
-  NJ_ASSIGN_OR_RETURN(auto state, env.store.fail_attempt(claim.item.id, env.owner,
-                                                         Progress{claim.item.tokens_done, {}, 0, 0}, error));
+  NJ_ASSIGN_OR_RETURN(auto state,
+                      env.store.fail_attempt(claim.item.id, env.owner,
+                                             Progress{claim.item.tokens_done, {}, 0, 0}, error));
   if (!state) return ItemReport{ItemOutcome::kLostLease, std::nullopt, "lease lost", 0};
   return ItemReport{ItemOutcome::kAttemptFailed, *state, error, 0};
 }
@@ -84,7 +87,8 @@ Result<ItemReport> run_claimed(const ItemEnv& env, const Claim& claim) {
 // Sleeps up to `seconds`, waking early on a stop.
 void idle_wait(double seconds, const StopControl& stop) {
   const auto until = Clock::now() + std::chrono::duration<double>(seconds);
-  while (Clock::now() < until && !stop.reason()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (Clock::now() < until && !stop.reason())
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
 }  // namespace
@@ -110,7 +114,8 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
       summary.end_reason = "--max-items " + std::to_string(*options.max_items);
       break;
     }
-    NJ_ASSIGN_OR_RETURN(std::optional<Claim> claim, store.claim_next(owner, options.lease_s, lease_owner_alive));
+    NJ_ASSIGN_OR_RETURN(std::optional<Claim> claim,
+                        store.claim_next(owner, options.lease_s, lease_owner_alive));
     if (!claim) {
       if (options.drain) {
         summary.end_reason = "queue empty";
@@ -123,21 +128,26 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
     }
     said_idle = false;
     const ItemRow& item = claim->item;
-    spdlog::info("job {} '{}' item {}: {} ({} of {} tokens stored, {} failed attempts before)", claim->job.id,
-                 claim->job.name, item.custom_id, item.tokens_done > 0 ? "resuming" : "starting", item.tokens_done,
-                 item.max_tokens, item.attempts);
+    spdlog::info("job {} '{}' item {}: {} ({} of {} tokens stored, {} failed attempts before)",
+                 claim->job.id, claim->job.name, item.custom_id,
+                 item.tokens_done > 0 ? "resuming" : "starting", item.tokens_done, item.max_tokens,
+                 item.attempts);
     keeper.start(item.id);
     auto model = models.get(claim->job, job_context(*claim));
     if (!model.ok()) {
       keeper.stop();
-      NJ_ASSIGN_OR_RETURN(auto state, store.fail_attempt(item.id, owner, Progress{item.tokens_done, {}, 0, 0},
-                                                         model.status().message()));
+      NJ_ASSIGN_OR_RETURN(auto state,
+                          store.fail_attempt(item.id, owner, Progress{item.tokens_done, {}, 0, 0},
+                                             model.status().message()));
       spdlog::error("job {} item {}: {}", claim->job.id, item.custom_id, model.status().message());
-      if (state == ItemState::kFailed) ++summary.failed;
-      else ++summary.failed_attempts;
+      if (state == ItemState::kFailed)
+        ++summary.failed;
+      else
+        ++summary.failed_attempts;
       continue;
     }
-    ItemEnv env{store, **model, models.tokenizer(), files, item_options, owner, stop, keeper, progress};
+    ItemEnv env{store,  **model, models.tokenizer(), files, item_options, owner, stop,
+                keeper, progress};
     auto t_item = Clock::now();
     auto report = run_claimed(env, *claim);
     keeper.stop();
@@ -146,20 +156,27 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
     switch (report->outcome) {
       case ItemOutcome::kDone:
         ++summary.done;
-        spdlog::info("job {} item {}: done ({} new tokens in {:.2f} s)", claim->job.id, item.custom_id,
-                     report->tokens_generated, std::chrono::duration<double>(Clock::now() - t_item).count());
+        spdlog::info("job {} item {}: done ({} new tokens in {:.2f} s)", claim->job.id,
+                     item.custom_id, report->tokens_generated,
+                     std::chrono::duration<double>(Clock::now() - t_item).count());
         break;
-      case ItemOutcome::kStopped: ++summary.stopped; break;
-      case ItemOutcome::kLostLease: break;
+      case ItemOutcome::kStopped:
+        ++summary.stopped;
+        break;
+      case ItemOutcome::kLostLease:
+        break;
       case ItemOutcome::kAttemptFailed:
-        if (report->state_after == ItemState::kFailed) ++summary.failed;
-        else ++summary.failed_attempts;
+        if (report->state_after == ItemState::kFailed)
+          ++summary.failed;
+        else
+          ++summary.failed_attempts;
         break;
     }
   }
-  spdlog::info("run ended ({}): {} items done, {} failed, {} failed attempts; {} tokens in {:.1f} s",
-               summary.end_reason, summary.done, summary.failed, summary.failed_attempts, summary.tokens,
-               std::chrono::duration<double>(Clock::now() - t_start).count());
+  spdlog::info(
+      "run ended ({}): {} items done, {} failed, {} failed attempts; {} tokens in {:.1f} s",
+      summary.end_reason, summary.done, summary.failed, summary.failed_attempts, summary.tokens,
+      std::chrono::duration<double>(Clock::now() - t_start).count());
   return summary;
 }
 

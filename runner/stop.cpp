@@ -9,8 +9,8 @@
 namespace nj::runner {
 namespace {
 
-std::atomic<int> g_signal{0};               // the first signal received
-std::atomic<int64_t> g_tokens{0};           // published by the item runner
+std::atomic<int> g_signal{0};      // the first signal received
+std::atomic<int64_t> g_tokens{0};  // published by the item runner
 std::atomic<int64_t> g_tokens_at_signal{-1};
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<int64_t>::is_always_lock_free,
               "signal handlers need lock-free atomics");
@@ -19,7 +19,8 @@ extern "C" void on_stop_signal(int sig) {
   int expected = 0;
   if (g_signal.compare_exchange_strong(expected, sig)) {
     g_tokens_at_signal.store(g_tokens.load());
-    static const char kMsg[] = "\nnightjar: stopping after the current token (signal again to exit at once)\n";
+    static const char kMsg[] =
+        "\nnightjar: stopping after the current token (signal again to exit at once)\n";
     (void)!write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
     return;
   }
@@ -51,7 +52,9 @@ std::optional<std::string> StopControl::reason() const {
   return std::nullopt;
 }
 
-void StopControl::publish_tokens(int64_t tokens) { g_tokens.store(tokens, std::memory_order_relaxed); }
+void StopControl::publish_tokens(int64_t tokens) {
+  g_tokens.store(tokens, std::memory_order_relaxed);
+}
 
 std::optional<int64_t> StopControl::tokens_at_signal() {
   const int64_t v = g_tokens_at_signal.load();

@@ -17,7 +17,8 @@ class StopControl {
  public:
   // `deadline`: stop at this wall-clock instant (nullopt: none); `deadline_text` names it
   // in messages ("07:00").
-  explicit StopControl(std::optional<std::time_t> deadline = std::nullopt, std::string deadline_text = {});
+  explicit StopControl(std::optional<std::time_t> deadline = std::nullopt,
+                       std::string deadline_text = {});
 
   // Installs the SIGTERM and SIGINT handlers (process-wide; call once).
   static void install_signal_handlers();

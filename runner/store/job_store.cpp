@@ -23,8 +23,10 @@ const char* const kJobColumns =
     "j.settings, j.created_at";
 
 const char* const kItemColumns =
-    "i.id, i.job_id, i.seq, i.custom_id, i.input_text, i.prompt_ids, i.params, i.state, i.attempts, "
-    "i.claims, i.lease_owner, i.lease_expires, i.tokens_done, i.prefill_s, i.decode_s, i.last_error, "
+    "i.id, i.job_id, i.seq, i.custom_id, i.input_text, i.prompt_ids, i.params, i.state, "
+    "i.attempts, "
+    "i.claims, i.lease_owner, i.lease_expires, i.tokens_done, i.prefill_s, i.decode_s, "
+    "i.last_error, "
     "i.started_at, i.finished_at, json_extract(i.params, '$.max_tokens')";
 
 JobRow read_job(const Stmt& s, int c) {
@@ -67,39 +69,47 @@ ItemRow read_item(const Stmt& s, int c) {
   return i;
 }
 
-Status insert_event(sql::Db& db, double at, std::optional<int64_t> job_id, std::optional<int64_t> item_id,
-                    const std::string& kind, const std::string& detail_json) {
-  NJ_ASSIGN_OR_RETURN(Stmt s, db.prepare("INSERT INTO events (at, job_id, item_id, kind, detail) VALUES (?,?,?,?,?)"));
+Status insert_event(sql::Db& db, double at, std::optional<int64_t> job_id,
+                    std::optional<int64_t> item_id, const std::string& kind,
+                    const std::string& detail_json) {
+  NJ_ASSIGN_OR_RETURN(
+      Stmt s,
+      db.prepare("INSERT INTO events (at, job_id, item_id, kind, detail) VALUES (?,?,?,?,?)"));
   s.bind(1, at).bind(2, job_id).bind(3, item_id).bind(4, kind);
-  if (detail_json.empty()) s.bind_null(5);
-  else s.bind(5, detail_json);
+  if (detail_json.empty())
+    s.bind_null(5);
+  else
+    s.bind(5, detail_json);
   return s.run();
 }
 
 Result<std::vector<int32_t>> read_tokens(sql::Db& db, int64_t item_id) {
-  NJ_ASSIGN_OR_RETURN(Stmt s, db.prepare("SELECT pos, token_id FROM tokens WHERE item_id = ? ORDER BY pos"));
+  NJ_ASSIGN_OR_RETURN(
+      Stmt s, db.prepare("SELECT pos, token_id FROM tokens WHERE item_id = ? ORDER BY pos"));
   s.bind(1, item_id);
   std::vector<int32_t> out;
   for (;;) {
     NJ_ASSIGN_OR_RETURN(bool row, s.step());
     if (!row) break;
     if (s.int64(0) != static_cast<int64_t>(out.size()))
-      return corruption(db.path() + ": item " + std::to_string(item_id) + " has a gap in its tokens at position " +
-                        std::to_string(out.size()));
+      return corruption(db.path() + ": item " + std::to_string(item_id) +
+                        " has a gap in its tokens at position " + std::to_string(out.size()));
     out.push_back(static_cast<int32_t>(s.int64(1)));
   }
   return out;
 }
 
 Result<std::vector<CheckpointRow>> read_checkpoints(sql::Db& db, int64_t item_id) {
-  NJ_ASSIGN_OR_RETURN(Stmt s, db.prepare("SELECT id, position, tokens_done, path, bytes FROM checkpoints "
-                                         "WHERE item_id = ? ORDER BY position DESC"));
+  NJ_ASSIGN_OR_RETURN(Stmt s,
+                      db.prepare("SELECT id, position, tokens_done, path, bytes FROM checkpoints "
+                                 "WHERE item_id = ? ORDER BY position DESC"));
   s.bind(1, item_id);
   std::vector<CheckpointRow> out;
   for (;;) {
     NJ_ASSIGN_OR_RETURN(bool row, s.step());
     if (!row) break;
-    out.push_back({s.int64(0), s.int64(1), s.int64(2), s.text(3), static_cast<uint64_t>(s.int64(4))});
+    out.push_back(
+        {s.int64(0), s.int64(1), s.int64(2), s.text(3), static_cast<uint64_t>(s.int64(4))});
   }
   return out;
 }
@@ -110,11 +120,16 @@ using namespace store_internal;
 
 const char* item_state_name(ItemState s) {
   switch (s) {
-    case ItemState::kQueued: return "queued";
-    case ItemState::kRunning: return "running";
-    case ItemState::kDone: return "done";
-    case ItemState::kFailed: return "failed";
-    case ItemState::kCancelled: return "cancelled";
+    case ItemState::kQueued:
+      return "queued";
+    case ItemState::kRunning:
+      return "running";
+    case ItemState::kDone:
+      return "done";
+    case ItemState::kFailed:
+      return "failed";
+    case ItemState::kCancelled:
+      return "cancelled";
   }
   return "?";
 }
@@ -149,15 +164,19 @@ std::vector<int32_t> blob_to_ids(std::span<const uint8_t> blob) {
 
 JobStore::JobStore(std::unique_ptr<sql::Db> db, StoreOptions options) : db_(std::move(db)) {
   clock_ = options.clock ? std::move(options.clock) : [] {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
   };
 }
 
 JobStore::~JobStore() = default;
 
-const std::string& JobStore::path() const { return db_->path(); }
+const std::string& JobStore::path() const {
+  return db_->path();
+}
 
-Result<std::unique_ptr<JobStore>> JobStore::open(const std::string& path, bool create, StoreOptions options) {
+Result<std::unique_ptr<JobStore>> JobStore::open(const std::string& path, bool create,
+                                                 StoreOptions options) {
   const bool quick_check = options.quick_check;
   NJ_ASSIGN_OR_RETURN(auto db, sql::Db::open(path, create, options.busy_timeout_ms));
   std::unique_ptr<JobStore> store(new JobStore(std::move(db), std::move(options)));
@@ -169,7 +188,8 @@ Result<std::unique_ptr<JobStore>> JobStore::open(const std::string& path, bool c
       if (!row) break;
       report += (report.empty() ? "" : "; ") + s.text(0);
     }
-    if (report != "ok") return corruption(path + ": the job store fails its integrity check: " + report);
+    if (report != "ok")
+      return corruption(path + ": the job store fails its integrity check: " + report);
   }
   NJ_RETURN_IF_ERROR(store->migrate(create));
   return store;
@@ -180,14 +200,16 @@ namespace {
 // The applied migration number: 0 for an empty database. Corruption for a database that
 // is not a job store.
 Result<int> read_schema_version(sql::Db& db) {
-  NJ_ASSIGN_OR_RETURN(Stmt t, db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = "
-                                         "'schema_version'"));
+  NJ_ASSIGN_OR_RETURN(
+      Stmt t, db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = "
+                         "'schema_version'"));
   NJ_ASSIGN_OR_RETURN(bool row, t.step());
   if (row && t.int64(0) == 0) {
     NJ_ASSIGN_OR_RETURN(Stmt any, db.prepare("SELECT count(*) FROM sqlite_master"));
     NJ_ASSIGN_OR_RETURN(bool r2, any.step());
     if (r2 && any.int64(0) > 0)
-      return corruption(db.path() + ": this SQLite file is not a nightjar job store (no schema_version table)");
+      return corruption(db.path() +
+                        ": this SQLite file is not a nightjar job store (no schema_version table)");
     return 0;
   }
   NJ_ASSIGN_OR_RETURN(Stmt v, db.prepare("SELECT version FROM schema_version"));
@@ -203,10 +225,12 @@ Status JobStore::migrate(bool create) {
   const int latest = all.empty() ? 0 : all.back().version;
   NJ_ASSIGN_OR_RETURN(int version, read_schema_version(*db_));
   if (version > latest)
-    return failed_precondition(db_->path() + ": the job store has schema version " + std::to_string(version) +
+    return failed_precondition(db_->path() + ": the job store has schema version " +
+                               std::to_string(version) +
                                ", newer than this nightjar understands (" + std::to_string(latest) +
                                "); use a newer nightjar");
-  if (version == 0 && !create) return not_found(db_->path() + ": no job store here (nothing submitted yet)");
+  if (version == 0 && !create)
+    return not_found(db_->path() + ": no job store here (nothing submitted yet)");
   if (version < latest) {
     NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
     // Another process may have migrated between our read and our lock.
@@ -229,20 +253,32 @@ Status JobStore::migrate(bool create) {
 Result<int64_t> JobStore::submit(const NewJob& job) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   const double now = clock_();
-  NJ_ASSIGN_OR_RETURN(Stmt j, db_->prepare("INSERT INTO jobs (name, kind, model_dir, memory_bytes, max_attempts, "
-                                           "priority, spec_path, settings, created_at) VALUES (?,?,?,?,?,?,?,?,?)"));
+  NJ_ASSIGN_OR_RETURN(
+      Stmt j,
+      db_->prepare("INSERT INTO jobs (name, kind, model_dir, memory_bytes, max_attempts, "
+                   "priority, spec_path, settings, created_at) VALUES (?,?,?,?,?,?,?,?,?)"));
   j.bind(1, job.name).bind(2, job.kind).bind(3, job.model_dir);
-  if (job.memory_bytes) j.bind(4, static_cast<int64_t>(*job.memory_bytes));
-  else j.bind_null(4);
-  j.bind(5, job.max_attempts).bind(6, job.priority).bind(7, job.spec_path).bind(8, job.settings_json).bind(9, now);
+  if (job.memory_bytes)
+    j.bind(4, static_cast<int64_t>(*job.memory_bytes));
+  else
+    j.bind_null(4);
+  j.bind(5, job.max_attempts)
+      .bind(6, job.priority)
+      .bind(7, job.spec_path)
+      .bind(8, job.settings_json)
+      .bind(9, now);
   NJ_RETURN_IF_ERROR(j.run());
   const int64_t job_id = db_->last_insert_rowid();
 
-  NJ_ASSIGN_OR_RETURN(Stmt it, db_->prepare("INSERT INTO items (job_id, seq, custom_id, input_text, prompt_ids, "
-                                            "params) VALUES (?,?,?,?,?,?)"));
+  NJ_ASSIGN_OR_RETURN(
+      Stmt it, db_->prepare("INSERT INTO items (job_id, seq, custom_id, input_text, prompt_ids, "
+                            "params) VALUES (?,?,?,?,?,?)"));
   for (size_t k = 0; k < job.items.size(); ++k) {
     const NewItem& item = job.items[k];
-    it.bind(1, job_id).bind(2, static_cast<int64_t>(k)).bind(3, item.custom_id).bind(4, item.input_text);
+    it.bind(1, job_id)
+        .bind(2, static_cast<int64_t>(k))
+        .bind(3, item.custom_id)
+        .bind(4, item.input_text);
     it.bind_blob(5, ids_to_blob(item.prompt_ids)).bind(6, item.params_json);
     Status s = it.run();
     if (!s.ok()) {
@@ -251,8 +287,9 @@ Result<int64_t> JobStore::submit(const NewJob& job) {
       return s;
     }
   }
-  NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, std::nullopt, "submitted",
-                                  nlohmann::json{{"items", job.items.size()}, {"spec", job.spec_path}}.dump()));
+  NJ_RETURN_IF_ERROR(
+      insert_event(*db_, now, job_id, std::nullopt, "submitted",
+                   nlohmann::json{{"items", job.items.size()}, {"spec", job.spec_path}}.dump()));
   NJ_RETURN_IF_ERROR(txn->commit());
   return job_id;
 }
@@ -315,12 +352,16 @@ Result<JobSummary> JobStore::job_summary(int64_t job_id) {
 }
 
 Result<JobRow> JobStore::find_job(const std::string& id_or_name) {
-  const bool numeric = !id_or_name.empty() && id_or_name.find_first_not_of("0123456789") == std::string::npos &&
+  const bool numeric = !id_or_name.empty() &&
+                       id_or_name.find_first_not_of("0123456789") == std::string::npos &&
                        id_or_name.size() < 19;
-  NJ_ASSIGN_OR_RETURN(Stmt s, db_->prepare(std::string("SELECT ") + kJobColumns + " FROM jobs j WHERE " +
-                                           (numeric ? "j.id = ?" : "j.name = ?") + " ORDER BY j.id"));
-  if (numeric) s.bind(1, static_cast<int64_t>(std::stoll(id_or_name)));
-  else s.bind(1, id_or_name);
+  NJ_ASSIGN_OR_RETURN(Stmt s,
+                      db_->prepare(std::string("SELECT ") + kJobColumns + " FROM jobs j WHERE " +
+                                   (numeric ? "j.id = ?" : "j.name = ?") + " ORDER BY j.id"));
+  if (numeric)
+    s.bind(1, static_cast<int64_t>(std::stoll(id_or_name)));
+  else
+    s.bind(1, id_or_name);
   std::vector<JobRow> found;
   for (;;) {
     NJ_ASSIGN_OR_RETURN(bool row, s.step());
@@ -331,7 +372,8 @@ Result<JobRow> JobStore::find_job(const std::string& id_or_name) {
   if (found.size() > 1) {
     std::string ids;
     for (const auto& j : found) ids += (ids.empty() ? "" : ", ") + std::to_string(j.id);
-    return invalid_argument("job name '" + id_or_name + "' is ambiguous (jobs " + ids + "); give the job id");
+    return invalid_argument("job name '" + id_or_name + "' is ambiguous (jobs " + ids +
+                            "); give the job id");
   }
   return found.front();
 }
@@ -349,16 +391,19 @@ Result<std::vector<ItemRow>> JobStore::items(int64_t job_id) {
   return out;
 }
 
-Result<std::vector<int32_t>> JobStore::tokens(int64_t item_id) { return read_tokens(*db_, item_id); }
+Result<std::vector<int32_t>> JobStore::tokens(int64_t item_id) {
+  return read_tokens(*db_, item_id);
+}
 
 Result<std::vector<CheckpointRow>> JobStore::checkpoints(int64_t item_id) {
   return read_checkpoints(*db_, item_id);
 }
 
 Result<std::optional<ResultRow>> JobStore::result(int64_t item_id) {
-  NJ_ASSIGN_OR_RETURN(Stmt s, db_->prepare("SELECT finish_reason, prompt_tokens, output_tokens, output_ids, "
-                                           "output_text, prefill_s, decode_s, created_at FROM results "
-                                           "WHERE item_id = ?"));
+  NJ_ASSIGN_OR_RETURN(
+      Stmt s, db_->prepare("SELECT finish_reason, prompt_tokens, output_tokens, output_ids, "
+                           "output_text, prefill_s, decode_s, created_at FROM results "
+                           "WHERE item_id = ?"));
   s.bind(1, item_id);
   NJ_ASSIGN_OR_RETURN(bool row, s.step());
   if (!row) return std::optional<ResultRow>();
@@ -374,14 +419,19 @@ Result<std::optional<ResultRow>> JobStore::result(int64_t item_id) {
   return std::optional<ResultRow>(std::move(r));
 }
 
-Result<std::vector<EventRow>> JobStore::events(std::optional<int64_t> job_id, std::optional<int64_t> item_id) {
+Result<std::vector<EventRow>> JobStore::events(std::optional<int64_t> job_id,
+                                               std::optional<int64_t> item_id) {
   std::string q = "SELECT id, at, job_id, item_id, kind, coalesce(detail, '') FROM events";
-  if (item_id) q += " WHERE item_id = ?";
-  else if (job_id) q += " WHERE job_id = ? OR item_id IN (SELECT id FROM items WHERE job_id = ?)";
+  if (item_id)
+    q += " WHERE item_id = ?";
+  else if (job_id)
+    q += " WHERE job_id = ? OR item_id IN (SELECT id FROM items WHERE job_id = ?)";
   q += " ORDER BY id";
   NJ_ASSIGN_OR_RETURN(Stmt s, db_->prepare(q));
-  if (item_id) s.bind(1, *item_id);
-  else if (job_id) s.bind(1, *job_id).bind(2, *job_id);
+  if (item_id)
+    s.bind(1, *item_id);
+  else if (job_id)
+    s.bind(1, *job_id).bind(2, *job_id);
   std::vector<EventRow> out;
   for (;;) {
     NJ_ASSIGN_OR_RETURN(bool row, s.step());
@@ -396,12 +446,14 @@ Result<std::vector<EventRow>> JobStore::events(std::optional<int64_t> job_id, st
 Result<int64_t> JobStore::cancel_job(int64_t job_id) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   const double now = clock_();
-  NJ_ASSIGN_OR_RETURN(Stmt s, db_->prepare("UPDATE items SET state = 'cancelled', lease_owner = NULL, "
-                                           "lease_expires = NULL, finished_at = ? "
-                                           "WHERE job_id = ? AND state IN ('queued', 'running')"));
+  NJ_ASSIGN_OR_RETURN(Stmt s,
+                      db_->prepare("UPDATE items SET state = 'cancelled', lease_owner = NULL, "
+                                   "lease_expires = NULL, finished_at = ? "
+                                   "WHERE job_id = ? AND state IN ('queued', 'running')"));
   NJ_RETURN_IF_ERROR(s.bind(1, now).bind(2, job_id).run());
   const int64_t n = db_->changes();
-  NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, std::nullopt, "cancelled", nlohmann::json{{"items", n}}.dump()));
+  NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, std::nullopt, "cancelled",
+                                  nlohmann::json{{"items", n}}.dump()));
   NJ_RETURN_IF_ERROR(txn->commit());
   return n;
 }
@@ -409,17 +461,20 @@ Result<int64_t> JobStore::cancel_job(int64_t job_id) {
 Result<int64_t> JobStore::retry_job(int64_t job_id) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   const double now = clock_();
-  NJ_ASSIGN_OR_RETURN(Stmt s, db_->prepare("UPDATE items SET state = 'queued', attempts = 0, last_error = NULL, "
-                                           "finished_at = NULL WHERE job_id = ? AND state IN ('failed', 'cancelled')"));
+  NJ_ASSIGN_OR_RETURN(
+      Stmt s,
+      db_->prepare("UPDATE items SET state = 'queued', attempts = 0, last_error = NULL, "
+                   "finished_at = NULL WHERE job_id = ? AND state IN ('failed', 'cancelled')"));
   NJ_RETURN_IF_ERROR(s.bind(1, job_id).run());
   const int64_t n = db_->changes();
-  NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, std::nullopt, "retried", nlohmann::json{{"items", n}}.dump()));
+  NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, std::nullopt, "retried",
+                                  nlohmann::json{{"items", n}}.dump()));
   NJ_RETURN_IF_ERROR(txn->commit());
   return n;
 }
 
-Status JobStore::add_event(std::optional<int64_t> job_id, std::optional<int64_t> item_id, const std::string& kind,
-                           const std::string& detail_json) {
+Status JobStore::add_event(std::optional<int64_t> job_id, std::optional<int64_t> item_id,
+                           const std::string& kind, const std::string& detail_json) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kNormal));
   NJ_RETURN_IF_ERROR(insert_event(*db_, clock_(), job_id, item_id, kind, detail_json));
   return txn->commit();

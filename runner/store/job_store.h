@@ -53,7 +53,7 @@ struct NewItem {
   std::string custom_id;
   std::optional<std::string> input_text;  // the prompt as text, when given as text
   std::vector<int32_t> prompt_ids;
-  std::string params_json;                // per-item settings (jobs::generate_params_to_json)
+  std::string params_json;  // per-item settings (jobs::generate_params_to_json)
 };
 
 struct NewJob {
@@ -106,11 +106,11 @@ struct ItemRow {
 struct JobSummary {
   JobRow job;
   int64_t queued = 0, running = 0, done = 0, failed = 0, cancelled = 0;
-  int64_t tokens_done = 0;     // output tokens stored, all items
+  int64_t tokens_done = 0;  // output tokens stored, all items
   // max_tokens of queued, running and done items plus the tokens failed or cancelled items
   // produced: tokens_planned - tokens_done is the generation work left.
   int64_t tokens_planned = 0;
-  double active_s = 0;         // engine time, all items and attempts
+  double active_s = 0;  // engine time, all items and attempts
   int64_t items() const { return queued + running + done + failed + cancelled; }
 };
 
@@ -192,7 +192,8 @@ class JobStore {
   // Opens the store at `path`, creating it (and applying every migration) when `create` is
   // set. Fails with NotFound when absent and !create; Corruption when quick_check fails;
   // FailedPrecondition when the file was written by a newer nightjar.
-  static Result<std::unique_ptr<JobStore>> open(const std::string& path, bool create, StoreOptions options = {});
+  static Result<std::unique_ptr<JobStore>> open(const std::string& path, bool create,
+                                                StoreOptions options = {});
   ~JobStore();
 
   int schema_version() const { return schema_version_; }
@@ -215,7 +216,8 @@ class JobStore {
   Result<std::optional<ResultRow>> result(int64_t item_id);
   Result<std::vector<CheckpointRow>> checkpoints(int64_t item_id);
   // Events of a job (item_id unset) or of one item, oldest first.
-  Result<std::vector<EventRow>> events(std::optional<int64_t> job_id, std::optional<int64_t> item_id);
+  Result<std::vector<EventRow>> events(std::optional<int64_t> job_id,
+                                       std::optional<int64_t> item_id);
 
   // Queued and running items -> cancelled (a running `run` notices at its next write).
   // Returns the number of items cancelled.
@@ -224,8 +226,8 @@ class JobStore {
   // items resume. Returns the number of items requeued.
   Result<int64_t> retry_job(int64_t job_id);
 
-  Status add_event(std::optional<int64_t> job_id, std::optional<int64_t> item_id, const std::string& kind,
-                   const std::string& detail_json);
+  Status add_event(std::optional<int64_t> job_id, std::optional<int64_t> item_id,
+                   const std::string& kind, const std::string& detail_json);
 
   // ---- the work queue (queue.cpp) -----------------------------------------------------
   // Every call below that names an item writes only while `owner` holds its lease and the
@@ -236,7 +238,8 @@ class JobStore {
   // `alive` says is dead) with attempts + 1, failing items that reach max_attempts; then
   // takes the next queued item (job priority, then job id, then spec order) with a lease of
   // `lease_s` seconds. nullopt when nothing is queued.
-  Result<std::optional<Claim>> claim_next(const std::string& owner, double lease_s, const OwnerAliveFn& alive);
+  Result<std::optional<Claim>> claim_next(const std::string& owner, double lease_s,
+                                          const OwnerAliveFn& alive);
 
   // Extends the lease to now + lease_s.
   Result<bool> heartbeat(int64_t item_id, const std::string& owner, double lease_s);

@@ -10,6 +10,8 @@ const Migration kMigrations[] = {
 
 }  // namespace
 
-std::span<const Migration> store_migrations() { return kMigrations; }
+std::span<const Migration> store_migrations() {
+  return kMigrations;
+}
 
 }  // namespace nj::runner

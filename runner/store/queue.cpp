@@ -27,7 +27,8 @@ struct RunningItem {
 
 }  // namespace
 
-Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, double lease_s, const OwnerAliveFn& alive) {
+Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, double lease_s,
+                                                  const OwnerAliveFn& alive) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   const double now = clock_();
 
@@ -35,9 +36,10 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
   // our own name is stale too: this process works on one item at a time and is claiming now.
   std::vector<RunningItem> running;
   {
-    NJ_ASSIGN_OR_RETURN(Stmt s, db_->prepare("SELECT i.id, i.job_id, i.lease_owner, i.lease_expires, i.attempts, "
-                                             "j.max_attempts FROM items i JOIN jobs j ON j.id = i.job_id "
-                                             "WHERE i.state = 'running'"));
+    NJ_ASSIGN_OR_RETURN(
+        Stmt s, db_->prepare("SELECT i.id, i.job_id, i.lease_owner, i.lease_expires, i.attempts, "
+                             "j.max_attempts FROM items i JOIN jobs j ON j.id = i.job_id "
+                             "WHERE i.state = 'running'"));
     for (;;) {
       NJ_ASSIGN_OR_RETURN(bool row, s.step());
       if (!row) break;
@@ -47,25 +49,36 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
   }
   for (const RunningItem& r : running) {
     std::string why;
-    if (r.owner == owner) why = "this process (" + owner + ") held the lease from an earlier, unfinished attempt";
-    else if (!alive(r.owner)) why = "the run process " + r.owner + " died while holding the item (killed or crashed)";
-    else if (r.expires < now) why = "the lease of " + r.owner + " expired without a heartbeat (process stuck?)";
-    else continue;
+    if (r.owner == owner)
+      why = "this process (" + owner + ") held the lease from an earlier, unfinished attempt";
+    else if (!alive(r.owner))
+      why = "the run process " + r.owner + " died while holding the item (killed or crashed)";
+    else if (r.expires < now)
+      why = "the lease of " + r.owner + " expired without a heartbeat (process stuck?)";
+    else
+      continue;
     const int attempts = r.attempts + 1;
     const bool fail = attempts >= r.max_attempts;
-    NJ_ASSIGN_OR_RETURN(Stmt u, db_->prepare("UPDATE items SET state = ?, attempts = ?, last_error = ?, "
-                                             "lease_owner = NULL, lease_expires = NULL, finished_at = ? WHERE id = ?"));
+    NJ_ASSIGN_OR_RETURN(
+        Stmt u,
+        db_->prepare("UPDATE items SET state = ?, attempts = ?, last_error = ?, "
+                     "lease_owner = NULL, lease_expires = NULL, finished_at = ? WHERE id = ?"));
     u.bind(1, fail ? "failed" : "queued").bind(2, attempts).bind(3, why);
-    if (fail) u.bind(4, now);
-    else u.bind_null(4);
+    if (fail)
+      u.bind(4, now);
+    else
+      u.bind_null(4);
     NJ_RETURN_IF_ERROR(u.bind(5, r.id).run());
-    NJ_RETURN_IF_ERROR(insert_event(*db_, now, r.job_id, r.id, fail ? "failed" : "lease_reclaimed",
-                                    nlohmann::json{{"owner", r.owner}, {"attempts", attempts}, {"error", why}}.dump()));
+    NJ_RETURN_IF_ERROR(insert_event(
+        *db_, now, r.job_id, r.id, fail ? "failed" : "lease_reclaimed",
+        nlohmann::json{{"owner", r.owner}, {"attempts", attempts}, {"error", why}}.dump()));
   }
 
   // 2. The next queued item: job priority, then FIFO by job, then spec order.
-  NJ_ASSIGN_OR_RETURN(Stmt pick, db_->prepare("SELECT i.id FROM items i JOIN jobs j ON j.id = i.job_id "
-                                              "WHERE i.state = 'queued' ORDER BY j.priority DESC, j.id, i.seq LIMIT 1"));
+  NJ_ASSIGN_OR_RETURN(
+      Stmt pick,
+      db_->prepare("SELECT i.id FROM items i JOIN jobs j ON j.id = i.job_id "
+                   "WHERE i.state = 'queued' ORDER BY j.priority DESC, j.id, i.seq LIMIT 1"));
   NJ_ASSIGN_OR_RETURN(bool found, pick.step());
   if (!found) {
     NJ_RETURN_IF_ERROR(txn->commit());
@@ -74,14 +87,18 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
   const int64_t item_id = pick.int64(0);
   pick.reset();
 
-  NJ_ASSIGN_OR_RETURN(Stmt take, db_->prepare("UPDATE items SET state = 'running', lease_owner = ?, lease_expires = ?, "
-                                              "claims = claims + 1, started_at = coalesce(started_at, ?) WHERE id = ?"));
-  NJ_RETURN_IF_ERROR(take.bind(1, owner).bind(2, now + lease_s).bind(3, now).bind(4, item_id).run());
+  NJ_ASSIGN_OR_RETURN(
+      Stmt take,
+      db_->prepare("UPDATE items SET state = 'running', lease_owner = ?, lease_expires = ?, "
+                   "claims = claims + 1, started_at = coalesce(started_at, ?) WHERE id = ?"));
+  NJ_RETURN_IF_ERROR(
+      take.bind(1, owner).bind(2, now + lease_s).bind(3, now).bind(4, item_id).run());
 
   Claim claim;
   {
-    NJ_ASSIGN_OR_RETURN(Stmt s, db_->prepare(std::string("SELECT ") + kJobColumns + ", " + kItemColumns +
-                                             " FROM items i JOIN jobs j ON j.id = i.job_id WHERE i.id = ?"));
+    NJ_ASSIGN_OR_RETURN(
+        Stmt s, db_->prepare(std::string("SELECT ") + kJobColumns + ", " + kItemColumns +
+                             " FROM items i JOIN jobs j ON j.id = i.job_id WHERE i.id = ?"));
     s.bind(1, item_id);
     NJ_ASSIGN_OR_RETURN(bool row, s.step());
     if (!row) return internal_error("claimed item " + std::to_string(item_id) + " vanished");
@@ -108,42 +125,52 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
 
 Result<bool> JobStore::heartbeat(int64_t item_id, const std::string& owner, double lease_s) {
   NJ_RETURN_IF_ERROR(db_->set_sync(Sync::kNormal));
-  NJ_ASSIGN_OR_RETURN(Stmt s, db_->prepare("UPDATE items SET lease_expires = ? WHERE id = ? AND lease_owner = ? "
-                                           "AND state = 'running'"));
+  NJ_ASSIGN_OR_RETURN(
+      Stmt s, db_->prepare("UPDATE items SET lease_expires = ? WHERE id = ? AND lease_owner = ? "
+                           "AND state = 'running'"));
   NJ_RETURN_IF_ERROR(s.bind(1, clock_() + lease_s).bind(2, item_id).bind(3, owner).run());
   return db_->changes() == 1;
 }
 
 // Inside a transaction: checks the lease, extends it, and stores the progress. False when
 // the lease is gone; Internal when the tokens do not continue the stored ones (a bug).
-Result<bool> JobStore::write_progress(int64_t item_id, const std::string& owner, const Progress& p, double lease_s) {
+Result<bool> JobStore::write_progress(int64_t item_id, const std::string& owner, const Progress& p,
+                                      double lease_s) {
   const int64_t n = static_cast<int64_t>(p.tokens.size());
-  NJ_ASSIGN_OR_RETURN(Stmt u, db_->prepare("UPDATE items SET lease_expires = ?, tokens_done = tokens_done + ?, "
-                                           "prefill_s = prefill_s + ?, decode_s = decode_s + ? "
-                                           "WHERE id = ? AND lease_owner = ? AND state = 'running' "
-                                           "AND tokens_done = ?"));
+  NJ_ASSIGN_OR_RETURN(
+      Stmt u, db_->prepare("UPDATE items SET lease_expires = ?, tokens_done = tokens_done + ?, "
+                           "prefill_s = prefill_s + ?, decode_s = decode_s + ? "
+                           "WHERE id = ? AND lease_owner = ? AND state = 'running' "
+                           "AND tokens_done = ?"));
   u.bind(1, clock_() + lease_s).bind(2, n).bind(3, p.prefill_s).bind(4, p.decode_s);
   NJ_RETURN_IF_ERROR(u.bind(5, item_id).bind(6, owner).bind(7, p.first_pos).run());
   if (db_->changes() != 1) {
-    NJ_ASSIGN_OR_RETURN(Stmt q, db_->prepare("SELECT state, coalesce(lease_owner, ''), tokens_done FROM items "
-                                             "WHERE id = ?"));
+    NJ_ASSIGN_OR_RETURN(
+        Stmt q, db_->prepare("SELECT state, coalesce(lease_owner, ''), tokens_done FROM items "
+                             "WHERE id = ?"));
     q.bind(1, item_id);
     NJ_ASSIGN_OR_RETURN(bool row, q.step());
     if (row && q.text(0) == "running" && q.text(1) == owner)
       return internal_error("item " + std::to_string(item_id) + ": writing tokens from position " +
-                            std::to_string(p.first_pos) + " but " + std::to_string(q.int64(2)) + " are stored");
+                            std::to_string(p.first_pos) + " but " + std::to_string(q.int64(2)) +
+                            " are stored");
     return false;
   }
   if (n > 0) {
-    NJ_ASSIGN_OR_RETURN(Stmt ins, db_->prepare("INSERT INTO tokens (item_id, pos, token_id) VALUES (?,?,?)"));
+    NJ_ASSIGN_OR_RETURN(Stmt ins,
+                        db_->prepare("INSERT INTO tokens (item_id, pos, token_id) VALUES (?,?,?)"));
     for (int64_t k = 0; k < n; ++k) {
-      NJ_RETURN_IF_ERROR(ins.bind(1, item_id).bind(2, p.first_pos + k).bind(3, static_cast<int64_t>(p.tokens[k])).run());
+      NJ_RETURN_IF_ERROR(ins.bind(1, item_id)
+                             .bind(2, p.first_pos + k)
+                             .bind(3, static_cast<int64_t>(p.tokens[k]))
+                             .run());
     }
   }
   return true;
 }
 
-Result<bool> JobStore::append_tokens(int64_t item_id, const std::string& owner, const Progress& progress) {
+Result<bool> JobStore::append_tokens(int64_t item_id, const std::string& owner,
+                                     const Progress& progress) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kNormal));
   NJ_ASSIGN_OR_RETURN(bool owned, write_progress(item_id, owner, progress, lease_s_));
   if (!owned) return false;
@@ -151,15 +178,17 @@ Result<bool> JobStore::append_tokens(int64_t item_id, const std::string& owner, 
   return true;
 }
 
-Result<bool> JobStore::add_checkpoint(int64_t item_id, const std::string& owner, const Progress& progress,
-                                      const NewCheckpoint& cp) {
+Result<bool> JobStore::add_checkpoint(int64_t item_id, const std::string& owner,
+                                      const Progress& progress, const NewCheckpoint& cp) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   NJ_ASSIGN_OR_RETURN(bool owned, write_progress(item_id, owner, progress, lease_s_));
   if (!owned) return false;
   NJ_ASSIGN_OR_RETURN(Stmt del, db_->prepare("DELETE FROM checkpoints WHERE item_id = ?"));
   NJ_RETURN_IF_ERROR(del.bind(1, item_id).run());
-  NJ_ASSIGN_OR_RETURN(Stmt ins, db_->prepare("INSERT INTO checkpoints (item_id, position, tokens_done, path, bytes, "
-                                             "created_at) VALUES (?,?,?,?,?,?)"));
+  NJ_ASSIGN_OR_RETURN(
+      Stmt ins,
+      db_->prepare("INSERT INTO checkpoints (item_id, position, tokens_done, path, bytes, "
+                   "created_at) VALUES (?,?,?,?,?,?)"));
   ins.bind(1, item_id).bind(2, cp.position).bind(3, cp.tokens_done).bind(4, cp.path);
   NJ_RETURN_IF_ERROR(ins.bind(5, static_cast<int64_t>(cp.bytes)).bind(6, clock_()).run());
   NJ_RETURN_IF_ERROR(txn->commit());
@@ -174,7 +203,8 @@ Result<bool> JobStore::drop_checkpoints(int64_t item_id, const std::string& owne
   if (!row) return false;
   const int64_t stored = cur.int64(0);
   cur.reset();
-  NJ_ASSIGN_OR_RETURN(bool owned, write_progress(item_id, owner, Progress{stored, {}, 0, 0}, lease_s_));
+  NJ_ASSIGN_OR_RETURN(bool owned,
+                      write_progress(item_id, owner, Progress{stored, {}, 0, 0}, lease_s_));
   if (!owned) return false;
   NJ_ASSIGN_OR_RETURN(Stmt del, db_->prepare("DELETE FROM checkpoints WHERE item_id = ?"));
   NJ_RETURN_IF_ERROR(del.bind(1, item_id).run());
@@ -182,14 +212,15 @@ Result<bool> JobStore::drop_checkpoints(int64_t item_id, const std::string& owne
   return true;
 }
 
-Result<bool> JobStore::finish_item(int64_t item_id, const std::string& owner, const Progress& progress,
-                                   const NewResult& result) {
+Result<bool> JobStore::finish_item(int64_t item_id, const std::string& owner,
+                                   const Progress& progress, const NewResult& result) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   NJ_ASSIGN_OR_RETURN(bool owned, write_progress(item_id, owner, progress, lease_s_));
   if (!owned) return false;
   const double now = clock_();
   NJ_ASSIGN_OR_RETURN(std::vector<int32_t> output, read_tokens(*db_, item_id));
-  NJ_ASSIGN_OR_RETURN(Stmt item, db_->prepare("SELECT job_id, prefill_s, decode_s FROM items WHERE id = ?"));
+  NJ_ASSIGN_OR_RETURN(Stmt item,
+                      db_->prepare("SELECT job_id, prefill_s, decode_s FROM items WHERE id = ?"));
   item.bind(1, item_id);
   NJ_ASSIGN_OR_RETURN(bool row, item.step());
   if (!row) return internal_error("finished item " + std::to_string(item_id) + " vanished");
@@ -197,27 +228,32 @@ Result<bool> JobStore::finish_item(int64_t item_id, const std::string& owner, co
   const double prefill_s = item.real(1), decode_s = item.real(2);
   item.reset();
 
-  NJ_ASSIGN_OR_RETURN(Stmt ins, db_->prepare("INSERT INTO results (item_id, finish_reason, prompt_tokens, "
-                                             "output_tokens, output_ids, output_text, prefill_s, decode_s, "
-                                             "created_at) VALUES (?,?,?,?,?,?,?,?,?)"));
+  NJ_ASSIGN_OR_RETURN(Stmt ins,
+                      db_->prepare("INSERT INTO results (item_id, finish_reason, prompt_tokens, "
+                                   "output_tokens, output_ids, output_text, prefill_s, decode_s, "
+                                   "created_at) VALUES (?,?,?,?,?,?,?,?,?)"));
   ins.bind(1, item_id).bind(2, result.finish_reason).bind(3, result.prompt_tokens);
-  ins.bind(4, static_cast<int64_t>(output.size())).bind_blob(5, ids_to_blob(output)).bind(6, result.output_text);
+  ins.bind(4, static_cast<int64_t>(output.size()))
+      .bind_blob(5, ids_to_blob(output))
+      .bind(6, result.output_text);
   NJ_RETURN_IF_ERROR(ins.bind(7, prefill_s).bind(8, decode_s).bind(9, now).run());
 
-  NJ_ASSIGN_OR_RETURN(Stmt done, db_->prepare("UPDATE items SET state = 'done', lease_owner = NULL, "
-                                              "lease_expires = NULL, finished_at = ? WHERE id = ?"));
+  NJ_ASSIGN_OR_RETURN(Stmt done,
+                      db_->prepare("UPDATE items SET state = 'done', lease_owner = NULL, "
+                                   "lease_expires = NULL, finished_at = ? WHERE id = ?"));
   NJ_RETURN_IF_ERROR(done.bind(1, now).bind(2, item_id).run());
 
   NJ_ASSIGN_OR_RETURN(Stmt del, db_->prepare("DELETE FROM checkpoints WHERE item_id = ?"));
   NJ_RETURN_IF_ERROR(del.bind(1, item_id).run());
-  NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, item_id, "done",
-                                  nlohmann::json{{"owner", owner}, {"output_tokens", output.size()}}.dump()));
+  NJ_RETURN_IF_ERROR(
+      insert_event(*db_, now, job_id, item_id, "done",
+                   nlohmann::json{{"owner", owner}, {"output_tokens", output.size()}}.dump()));
   NJ_RETURN_IF_ERROR(txn->commit());
   return true;
 }
 
-Result<bool> JobStore::release_item(int64_t item_id, const std::string& owner, const Progress& progress,
-                                    const std::string& detail_json) {
+Result<bool> JobStore::release_item(int64_t item_id, const std::string& owner,
+                                    const Progress& progress, const std::string& detail_json) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   NJ_ASSIGN_OR_RETURN(bool owned, write_progress(item_id, owner, progress, lease_s_));
   if (!owned) return false;
@@ -233,13 +269,15 @@ Result<bool> JobStore::release_item(int64_t item_id, const std::string& owner, c
 }
 
 Result<std::optional<ItemState>> JobStore::fail_attempt(int64_t item_id, const std::string& owner,
-                                                        const Progress& progress, const std::string& error) {
+                                                        const Progress& progress,
+                                                        const std::string& error) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   NJ_ASSIGN_OR_RETURN(bool owned, write_progress(item_id, owner, progress, lease_s_));
   if (!owned) return std::optional<ItemState>();
   const double now = clock_();
-  NJ_ASSIGN_OR_RETURN(Stmt q, db_->prepare("SELECT i.attempts, j.max_attempts, i.job_id FROM items i "
-                                           "JOIN jobs j ON j.id = i.job_id WHERE i.id = ?"));
+  NJ_ASSIGN_OR_RETURN(Stmt q,
+                      db_->prepare("SELECT i.attempts, j.max_attempts, i.job_id FROM items i "
+                                   "JOIN jobs j ON j.id = i.job_id WHERE i.id = ?"));
   q.bind(1, item_id);
   NJ_ASSIGN_OR_RETURN(bool row, q.step());
   if (!row) return internal_error("item " + std::to_string(item_id) + " vanished");
@@ -247,14 +285,19 @@ Result<std::optional<ItemState>> JobStore::fail_attempt(int64_t item_id, const s
   const bool fail = attempts >= q.int64(1);
   const int64_t job_id = q.int64(2);
   q.reset();
-  NJ_ASSIGN_OR_RETURN(Stmt u, db_->prepare("UPDATE items SET state = ?, attempts = ?, last_error = ?, "
-                                           "lease_owner = NULL, lease_expires = NULL, finished_at = ? WHERE id = ?"));
+  NJ_ASSIGN_OR_RETURN(
+      Stmt u,
+      db_->prepare("UPDATE items SET state = ?, attempts = ?, last_error = ?, "
+                   "lease_owner = NULL, lease_expires = NULL, finished_at = ? WHERE id = ?"));
   u.bind(1, fail ? "failed" : "queued").bind(2, attempts).bind(3, error);
-  if (fail) u.bind(4, now);
-  else u.bind_null(4);
+  if (fail)
+    u.bind(4, now);
+  else
+    u.bind_null(4);
   NJ_RETURN_IF_ERROR(u.bind(5, item_id).run());
-  NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, item_id, fail ? "failed" : "attempt_failed",
-                                  nlohmann::json{{"owner", owner}, {"attempts", attempts}, {"error", error}}.dump()));
+  NJ_RETURN_IF_ERROR(insert_event(
+      *db_, now, job_id, item_id, fail ? "failed" : "attempt_failed",
+      nlohmann::json{{"owner", owner}, {"attempts", attempts}, {"error", error}}.dump()));
   NJ_RETURN_IF_ERROR(txn->commit());
   return std::optional<ItemState>(fail ? ItemState::kFailed : ItemState::kQueued);
 }

@@ -11,11 +11,16 @@ namespace {
 Status map_error(int rc, std::string message) {
   switch (rc & 0xff) {
     case SQLITE_CORRUPT:
-    case SQLITE_NOTADB: return corruption(std::move(message));
-    case SQLITE_FULL: return resource_exhausted(std::move(message));
-    case SQLITE_CANTOPEN: return io_error(std::move(message));
-    case SQLITE_CONSTRAINT: return failed_precondition(std::move(message));
-    default: return io_error(std::move(message));
+    case SQLITE_NOTADB:
+      return corruption(std::move(message));
+    case SQLITE_FULL:
+      return resource_exhausted(std::move(message));
+    case SQLITE_CANTOPEN:
+      return io_error(std::move(message));
+    case SQLITE_CONSTRAINT:
+      return failed_precondition(std::move(message));
+    default:
+      return io_error(std::move(message));
   }
 }
 
@@ -47,9 +52,9 @@ Status Stmt::error(int rc, const char* what) const {
   return db_->error(rc, std::string(what) + " of: " + (sql ? sql : ""));
 }
 
-#define NJ_BIND(call)                                                \
-  do {                                                               \
-    int rc_ = (call);                                                \
+#define NJ_BIND(call)                                                           \
+  do {                                                                          \
+    int rc_ = (call);                                                           \
     if (rc_ != SQLITE_OK && bind_error_.ok()) bind_error_ = error(rc_, "bind"); \
   } while (0)
 
@@ -67,7 +72,8 @@ Stmt& Stmt::bind(int i, std::string_view text) {
 }
 Stmt& Stmt::bind_blob(int i, std::span<const uint8_t> bytes) {
   static const uint8_t kEmpty = 0;  // a zero-length blob, not NULL
-  NJ_BIND(sqlite3_bind_blob64(s_, i, bytes.empty() ? &kEmpty : bytes.data(), bytes.size(), SQLITE_TRANSIENT));
+  NJ_BIND(sqlite3_bind_blob64(s_, i, bytes.empty() ? &kEmpty : bytes.data(), bytes.size(),
+                              SQLITE_TRANSIENT));
   return *this;
 }
 Stmt& Stmt::bind_null(int i) {
@@ -95,14 +101,21 @@ Status Stmt::run() {
   return Status();
 }
 
-void Stmt::reset() { sqlite3_reset(s_); }
+void Stmt::reset() {
+  sqlite3_reset(s_);
+}
 
-int64_t Stmt::int64(int col) const { return sqlite3_column_int64(s_, col); }
-double Stmt::real(int col) const { return sqlite3_column_double(s_, col); }
+int64_t Stmt::int64(int col) const {
+  return sqlite3_column_int64(s_, col);
+}
+double Stmt::real(int col) const {
+  return sqlite3_column_double(s_, col);
+}
 std::string Stmt::text(int col) const {
   const unsigned char* t = sqlite3_column_text(s_, col);
   if (!t) return {};
-  return std::string(reinterpret_cast<const char*>(t), static_cast<size_t>(sqlite3_column_bytes(s_, col)));
+  return std::string(reinterpret_cast<const char*>(t),
+                     static_cast<size_t>(sqlite3_column_bytes(s_, col)));
 }
 std::optional<std::string> Stmt::opt_text(int col) const {
   if (is_null(col)) return std::nullopt;
@@ -123,7 +136,9 @@ std::vector<uint8_t> Stmt::blob(int col) const {
   const auto* b = static_cast<const uint8_t*>(p);
   return std::vector<uint8_t>(b, b + n);
 }
-bool Stmt::is_null(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
+bool Stmt::is_null(int col) const {
+  return sqlite3_column_type(s_, col) == SQLITE_NULL;
+}
 
 // ---- Db -------------------------------------------------------------------------------
 
@@ -134,7 +149,8 @@ Result<std::unique_ptr<Db>> Db::open(const std::string& path, bool create, int b
   if (rc != SQLITE_OK) {
     std::string msg = raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc);
     sqlite3_close(raw);
-    if (!create && (rc & 0xff) == SQLITE_CANTOPEN) return not_found(path + ": no job store here (" + msg + ")");
+    if (!create && (rc & 0xff) == SQLITE_CANTOPEN)
+      return not_found(path + ": no job store here (" + msg + ")");
     return map_error(rc, path + ": cannot open the job store: " + msg);
   }
   std::unique_ptr<Db> db(new Db(path, raw));
@@ -151,7 +167,9 @@ Result<std::unique_ptr<Db>> Db::open(const std::string& path, bool create, int b
   return db;
 }
 
-Db::~Db() { sqlite3_close_v2(db_); }
+Db::~Db() {
+  sqlite3_close_v2(db_);
+}
 
 Status Db::error(int rc, const std::string& what) const {
   const char* msg = sqlite3_errmsg(db_);
@@ -166,7 +184,8 @@ Status Db::exec(const std::string& sql) {
     std::string msg = err ? err : sqlite3_errstr(rc);
     sqlite3_free(err);
     std::string head = sql.substr(0, 80);
-    return map_error(rc, path_ + ": " + msg + " (in: " + head + (sql.size() > 80 ? "..." : "") + ")");
+    return map_error(rc,
+                     path_ + ": " + msg + " (in: " + head + (sql.size() > 80 ? "..." : "") + ")");
   }
   return Status();
 }
@@ -178,12 +197,17 @@ Result<Stmt> Db::prepare(const std::string& sql) {
   return Stmt(this, s);
 }
 
-int64_t Db::changes() const { return sqlite3_changes64(db_); }
-int64_t Db::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
+int64_t Db::changes() const {
+  return sqlite3_changes64(db_);
+}
+int64_t Db::last_insert_rowid() const {
+  return sqlite3_last_insert_rowid(db_);
+}
 
 Status Db::set_sync(Sync sync) {
   if (sync_ == sync) return Status();
-  NJ_RETURN_IF_ERROR(exec(sync == Sync::kFull ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"));
+  NJ_RETURN_IF_ERROR(
+      exec(sync == Sync::kFull ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"));
   sync_ = sync;
   return Status();
 }

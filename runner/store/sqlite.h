@@ -84,7 +84,8 @@ class Db {
   // Opens (creating when `create` is true) the database at `path`, in WAL mode, with foreign
   // keys on and `busy_timeout_ms` of waiting for other connections' locks.
   // NotFound when it does not exist and !create; IOError / Corruption otherwise.
-  static Result<std::unique_ptr<Db>> open(const std::string& path, bool create, int busy_timeout_ms);
+  static Result<std::unique_ptr<Db>> open(const std::string& path, bool create,
+                                          int busy_timeout_ms);
   ~Db();
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;

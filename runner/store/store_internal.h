@@ -17,8 +17,9 @@ extern const char* const kItemColumns;  // 19 columns
 JobRow read_job(const sql::Stmt& s, int col);
 ItemRow read_item(const sql::Stmt& s, int col);
 
-Status insert_event(sql::Db& db, double at, std::optional<int64_t> job_id, std::optional<int64_t> item_id,
-                    const std::string& kind, const std::string& detail_json);
+Status insert_event(sql::Db& db, double at, std::optional<int64_t> job_id,
+                    std::optional<int64_t> item_id, const std::string& kind,
+                    const std::string& detail_json);
 
 Result<std::vector<int32_t>> read_tokens(sql::Db& db, int64_t item_id);
 Result<std::vector<CheckpointRow>> read_checkpoints(sql::Db& db, int64_t item_id);

@@ -27,7 +27,8 @@ items:
     seed: 18446744073709551615
 )";
 
-TEST_CASE("a valid spec parses with defaults, per-item overrides and a resolved model path", "[jobs][spec]") {
+TEST_CASE("a valid spec parses with defaults, per-item overrides and a resolved model path",
+          "[jobs][spec]") {
   auto spec = parse_job_spec(kGood, "night.yaml", "/data/specs");
   REQUIRE(spec.ok());
   CHECK(spec->name == "nightly");
@@ -55,7 +56,8 @@ TEST_CASE("a valid spec parses with defaults, per-item overrides and a resolved 
 }
 
 TEST_CASE("absent optional keys take their documented defaults", "[jobs][spec]") {
-  auto spec = parse_job_spec("name: x\nmodel: /m\nkind: generate\nitems:\n  - {id: a, prompt_ids: [1]}\n", "s.yaml", "/");
+  auto spec = parse_job_spec(
+      "name: x\nmodel: /m\nkind: generate\nitems:\n  - {id: a, prompt_ids: [1]}\n", "s.yaml", "/");
   REQUIRE(spec.ok());
   CHECK(spec->max_attempts == 3);
   CHECK(spec->priority == 0);
@@ -68,31 +70,39 @@ TEST_CASE("absent optional keys take their documented defaults", "[jobs][spec]")
   CHECK(p.sampling.seed == 0);
 }
 
-TEST_CASE("every spec error names the file, line and column of the offending text", "[jobs][spec]") {
+TEST_CASE("every spec error names the file, line and column of the offending text",
+          "[jobs][spec]") {
   struct Case {
     const char* text;
     const char* where;
     const char* what;
   };
   const Case cases[] = {
-      {"name: x\nmodel: /m\nkind: generate\nitems: [\n", "s.yaml:5:1", "end of sequence flow not found"},
-      {"name: x\nmodel: /m\nkind: generate\nextra: 1\nitems:\n  - {id: a, prompt_ids: [1]}\n", "s.yaml:4:1",
-       "unknown key 'extra' (known: defaults, items, kind, max_attempts, memory, model, name, priority)"},
-      {"name: x\nmodel: /m\nkind: generate\nitems:\n  - {id: a, prompt_ids: [1]}\n  - {id: a, prompt_ids: [2]}\n",
+      {"name: x\nmodel: /m\nkind: generate\nitems: [\n", "s.yaml:5:1",
+       "end of sequence flow not found"},
+      {"name: x\nmodel: /m\nkind: generate\nextra: 1\nitems:\n  - {id: a, prompt_ids: [1]}\n",
+       "s.yaml:4:1",
+       "unknown key 'extra' (known: defaults, items, kind, max_attempts, memory, model, name, "
+       "priority)"},
+      {"name: x\nmodel: /m\nkind: generate\nitems:\n  - {id: a, prompt_ids: [1]}\n  - {id: a, "
+       "prompt_ids: [2]}\n",
        "s.yaml:6:10", "items[1].id: duplicate id 'a' (first used at line 5)"},
-      {"name: x\nmodel: /m\nkind: generate\nitems: []\n", "s.yaml:4:8", "items: the job has no items"},
+      {"name: x\nmodel: /m\nkind: generate\nitems: []\n", "s.yaml:4:8",
+       "items: the job has no items"},
       {"name: x\nmodel: /m\nkind: generate\nitems:\n  - {id: a}\n", "s.yaml:5:5",
        "items[0]: missing 'prompt' (text) or 'prompt_ids'"},
-      {"name: x\nmodel: /m\nkind: generate\nitems:\n  - {id: a, prompt_ids: [1, -4]}\n", "s.yaml:5:29",
-       "items[0].prompt_ids[1]: -4 is out of range"},
-      {"name: x\nmodel: /m\nkind: generate\nitems:\n  - {id: a, prompt_ids: [1], max_tokens: 0}\n", "s.yaml:5:42",
-       "items[0].max_tokens: 0 is out of range [1, 1048576]"},
-      {"name: x\nmodel: /m\nkind: generate\ndefaults: {top_p: 0}\nitems:\n  - {id: a, prompt_ids: [1]}\n",
+      {"name: x\nmodel: /m\nkind: generate\nitems:\n  - {id: a, prompt_ids: [1, -4]}\n",
+       "s.yaml:5:29", "items[0].prompt_ids[1]: -4 is out of range"},
+      {"name: x\nmodel: /m\nkind: generate\nitems:\n  - {id: a, prompt_ids: [1], max_tokens: 0}\n",
+       "s.yaml:5:42", "items[0].max_tokens: 0 is out of range [1, 1048576]"},
+      {"name: x\nmodel: /m\nkind: generate\ndefaults: {top_p: 0}\nitems:\n  - {id: a, prompt_ids: "
+       "[1]}\n",
        "s.yaml:4:19", "defaults.top_p: must be greater than 0"},
-      {"name: x\nmodel: /m\nkind: generate\ndefaults: {seed: -1}\nitems:\n  - {id: a, prompt_ids: [1]}\n",
+      {"name: x\nmodel: /m\nkind: generate\ndefaults: {seed: -1}\nitems:\n  - {id: a, prompt_ids: "
+       "[1]}\n",
        "s.yaml:4:18", "defaults.seed: expected a whole number >= 0"},
-      {"name: x\nmodel: /m\nkind: generate\nmemory: lots\nitems:\n  - {id: a, prompt_ids: [1]}\n", "s.yaml:4:9",
-       "memory: "},
+      {"name: x\nmodel: /m\nkind: generate\nmemory: lots\nitems:\n  - {id: a, prompt_ids: [1]}\n",
+       "s.yaml:4:9", "memory: "},
       {"name: x\nmodel: /m\nkind: classify\nitems:\n  - {id: a, prompt_ids: [1]}\n", "s.yaml:3:7",
        "kind: unknown kind 'classify'"},
       {"model: /m\nkind: generate\nitems:\n  - {id: a, prompt_ids: [1]}\n", "s.yaml:1:1",
@@ -114,9 +124,11 @@ TEST_CASE("every spec error names the file, line and column of the offending tex
 }
 
 TEST_CASE("all errors of a spec are reported, one per line", "[jobs][spec]") {
-  auto spec = parse_job_spec("name: x\nname: y\nmodel: /m\nkind: generate\nitems:\n  - {id: a, prompt: t, prompt_ids: [1]}\n"
-                             "  - {idd: b, prompt_ids: [1]}\n",
-                             "s.yaml", "/");
+  auto spec = parse_job_spec(
+      "name: x\nname: y\nmodel: /m\nkind: generate\nitems:\n  - {id: a, prompt: t, prompt_ids: "
+      "[1]}\n"
+      "  - {idd: b, prompt_ids: [1]}\n",
+      "s.yaml", "/");
   REQUIRE_FALSE(spec.ok());
   const std::string& m = spec.status().message();
   INFO(m);
@@ -147,30 +159,34 @@ TEST_CASE("item settings round-trip through their stored JSON form", "[jobs][spe
   CHECK(back->sampling.top_p == 0.5f);
   CHECK(back->sampling.seed == (1ull << 63));
   CHECK_FALSE(generate_params_from_json(nlohmann::json::parse(R"({"max_tokens": 1})")).ok());
-  CHECK_FALSE(generate_params_from_json(nlohmann::json::parse(
-                  R"({"max_tokens": 1, "temperature": -1, "top_k": 0, "top_p": 1, "seed": 0})"))
+  CHECK_FALSE(generate_params_from_json(
+                  nlohmann::json::parse(
+                      R"({"max_tokens": 1, "temperature": -1, "top_k": 0, "top_p": 1, "seed": 0})"))
                   .ok());
 }
 
 TEST_CASE("checks against the model config: vocabulary range and text prompts", "[jobs][spec]") {
-  auto spec = parse_job_spec("name: x\nmodel: /m\nkind: generate\nitems:\n  - {id: a, prompt_ids: [1, 300]}\n"
-                             "  - {id: b, prompt: hello}\n  - {id: c, prompt_ids: [255]}\n",
-                             "s.yaml", "/");
+  auto spec = parse_job_spec(
+      "name: x\nmodel: /m\nkind: generate\nitems:\n  - {id: a, prompt_ids: [1, 300]}\n"
+      "  - {id: b, prompt: hello}\n  - {id: c, prompt_ids: [255]}\n",
+      "s.yaml", "/");
   REQUIRE(spec.ok());
   ModelConfig config;
   config.vocab = 256;
   Status s = check_spec_against_model(*spec, config, nullptr);
   REQUIRE_FALSE(s.ok());
   INFO(s.message());
-  CHECK(s.message().find("s.yaml:5:25: items[0].prompt_ids[1]: token id 300 is outside the model's vocabulary (size 256)") !=
-        std::string::npos);
-  CHECK(s.message().find("s.yaml:6:21: items[1].prompt: text prompts need the model's tokenizer, and /m has none") != std::string::npos);
+  CHECK(s.message().find("s.yaml:5:25: items[0].prompt_ids[1]: token id 300 is outside the model's "
+                         "vocabulary (size 256)") != std::string::npos);
+  CHECK(s.message().find("s.yaml:6:21: items[1].prompt: text prompts need the model's tokenizer, "
+                         "and /m has none") != std::string::npos);
   CHECK(s.message().find("items[2]") == std::string::npos);
 }
 
 TEST_CASE("a model directory without config.json is reported at the model key", "[jobs][spec]") {
-  auto spec = parse_job_spec("name: x\nmodel: /nonexistent/model\nkind: generate\nitems:\n  - {id: a, prompt_ids: [1]}\n",
-                             "s.yaml", "/");
+  auto spec = parse_job_spec(
+      "name: x\nmodel: /nonexistent/model\nkind: generate\nitems:\n  - {id: a, prompt_ids: [1]}\n",
+      "s.yaml", "/");
   REQUIRE(spec.ok());
   Status s = bind_spec_to_model(*spec);
   REQUIRE_FALSE(s.ok());

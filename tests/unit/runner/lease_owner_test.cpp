@@ -29,7 +29,8 @@ TEST_CASE("a recycled pid (same pid, another start time) is not the owner", "[ru
   CHECK_FALSE(lease_owner_alive(prefix + "999999999999"));
 }
 
-TEST_CASE("owners on another host, or unparsable, count as alive (their leases expire)", "[runner][lease]") {
+TEST_CASE("owners on another host, or unparsable, count as alive (their leases expire)",
+          "[runner][lease]") {
   CHECK(lease_owner_alive("some-other-host-nightjar/1/1"));
   CHECK(lease_owner_alive("garbage"));
   CHECK(lease_owner_alive(""));

@@ -11,7 +11,9 @@
 namespace nj::runner {
 namespace {
 
-std::vector<int32_t> ids(std::initializer_list<int32_t> l) { return l; }
+std::vector<int32_t> ids(std::initializer_list<int32_t> l) {
+  return l;
+}
 
 TEST_CASE("claims follow job priority, then job order, then spec order", "[runner][queue]") {
   TempDir dir;
@@ -28,8 +30,8 @@ TEST_CASE("claims follow job priority, then job order, then spec order", "[runne
     order.push_back((*c)->job.name + "/" + (*c)->item.custom_id);
     REQUIRE(*s->finish_item((*c)->item.id, "me", Progress{}, NewResult{"length", 2, std::nullopt}));
   }
-  CHECK(order == std::vector<std::string>{"urgent/item-0", "urgent/item-1", "first/item-0", "first/item-1",
-                                          "second/item-0"});
+  CHECK(order == std::vector<std::string>{"urgent/item-0", "urgent/item-1", "first/item-0",
+                                          "first/item-1", "second/item-0"});
 }
 
 TEST_CASE("two connections claiming at once never take the same item", "[runner][queue]") {
@@ -52,7 +54,8 @@ TEST_CASE("two connections claiming at once never take the same item", "[runner]
         std::lock_guard<std::mutex> lock(mu);
         taken.push_back((*c)->item.id);
       }
-      REQUIRE(*(*s)->finish_item((*c)->item.id, owner, Progress{0, ids({7}), 0, 0}, NewResult{"length", 2, {}}));
+      REQUIRE(*(*s)->finish_item((*c)->item.id, owner, Progress{0, ids({7}), 0, 0},
+                                 NewResult{"length", 2, {}}));
     }
   };
   std::thread a(worker, "host/1/1"), b(worker, "host/2/2");
@@ -62,7 +65,8 @@ TEST_CASE("two connections claiming at once never take the same item", "[runner]
   CHECK(std::set<int64_t>(taken.begin(), taken.end()).size() == 60);
 }
 
-TEST_CASE("a lease held by a dead process is reclaimed at once with attempts + 1", "[runner][queue]") {
+TEST_CASE("a lease held by a dead process is reclaimed at once with attempts + 1",
+          "[runner][queue]") {
   TempDir dir;
   double now = 1000;
   auto s = open_with_clock(dir.file("s.db"), now);
@@ -137,14 +141,16 @@ TEST_CASE("finish stores the result with the done state, once", "[runner][queue]
   auto c = s->claim_next("me", 60, alive_all);
   const int64_t id = (*c)->item.id;
   REQUIRE(*s->append_tokens(id, "me", Progress{0, ids({10, 11}), 1.0, 0.5}));
-  REQUIRE(*s->add_checkpoint(id, "me", Progress{2, ids({12}), 0, 0.25}, NewCheckpoint{5, 3, "cp/a", 100}));
+  REQUIRE(*s->add_checkpoint(id, "me", Progress{2, ids({12}), 0, 0.25},
+                             NewCheckpoint{5, 3, "cp/a", 100}));
   CHECK(s->checkpoints(id)->size() == 1);
   REQUIRE(*s->add_checkpoint(id, "me", Progress{3, {}, 0, 0}, NewCheckpoint{6, 3, "cp/a", 120}));
   auto cps = *s->checkpoints(id);
   REQUIRE(cps.size() == 1);  // one checkpoint per item: the newest
   CHECK(cps[0].position == 6);
 
-  REQUIRE(*s->finish_item(id, "me", Progress{3, ids({13}), 0, 0.25}, NewResult{"length", 2, std::nullopt}));
+  REQUIRE(*s->finish_item(id, "me", Progress{3, ids({13}), 0, 0.25},
+                          NewResult{"length", 2, std::nullopt}));
   auto r = *s->result(id);
   REQUIRE(r);
   CHECK(r->output_ids == ids({10, 11, 12, 13}));
@@ -157,11 +163,13 @@ TEST_CASE("finish stores the result with the done state, once", "[runner][queue]
   CHECK(item.state == ItemState::kDone);
   CHECK(!item.lease_owner);
   // A second finish (say, a stale process) is refused: the lease is gone.
-  CHECK_FALSE(*s->finish_item(id, "me", Progress{4, {}, 0, 0}, NewResult{"length", 2, std::nullopt}));
+  CHECK_FALSE(
+      *s->finish_item(id, "me", Progress{4, {}, 0, 0}, NewResult{"length", 2, std::nullopt}));
   CHECK_FALSE(*s->claim_next("me", 60, alive_all));
 }
 
-TEST_CASE("a graceful release keeps attempts, failed attempts count up to max_attempts", "[runner][queue]") {
+TEST_CASE("a graceful release keeps attempts, failed attempts count up to max_attempts",
+          "[runner][queue]") {
   TempDir dir;
   double now = 1000;
   auto s = open_with_clock(dir.file("s.db"), now);
@@ -172,16 +180,19 @@ TEST_CASE("a graceful release keeps attempts, failed attempts count up to max_at
   c = s->claim_next("me", 60, alive_all);
   CHECK((*c)->item.attempts == 0);
   CHECK((*c)->tokens == ids({1}));
-  CHECK(s->fail_attempt(id, "me", Progress{1, ids({2}), 0, 0}, "engine error")->value() == ItemState::kQueued);
+  CHECK(s->fail_attempt(id, "me", Progress{1, ids({2}), 0, 0}, "engine error")->value() ==
+        ItemState::kQueued);
   c = s->claim_next("me", 60, alive_all);
   CHECK((*c)->item.attempts == 1);
   CHECK((*c)->item.last_error == std::optional<std::string>("engine error"));
-  CHECK(s->fail_attempt(id, "me", Progress{2, {}, 0, 0}, "engine error again")->value() == ItemState::kFailed);
+  CHECK(s->fail_attempt(id, "me", Progress{2, {}, 0, 0}, "engine error again")->value() ==
+        ItemState::kFailed);
   CHECK(*s->tokens(id) == ids({1, 2}));
   CHECK_FALSE(*s->claim_next("me", 60, alive_all));
 }
 
-TEST_CASE("a lease recorded in this process's own name is stale when it claims", "[runner][queue]") {
+TEST_CASE("a lease recorded in this process's own name is stale when it claims",
+          "[runner][queue]") {
   TempDir dir;
   double now = 1000;
   auto s = open_with_clock(dir.file("s.db"), now);

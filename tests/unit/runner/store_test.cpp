@@ -52,11 +52,14 @@ TEST_CASE("a store written at schema version 1 opens and reads", "[runner][store
     auto db = sql::Db::open(dir.file("v1.db"), true, 1000);
     REQUIRE(db.ok());
     REQUIRE((*db)->exec(store_migrations()[0].sql).ok());
-    REQUIRE((*db)->exec("UPDATE schema_version SET version = 1;"
-                        "INSERT INTO jobs VALUES (7, 'old', 'generate', '/m', NULL, 3, 0, '/s.yaml', '{}', 1.0);"
-                        "INSERT INTO items (id, job_id, seq, custom_id, prompt_ids, params, state, tokens_done) "
-                        "VALUES (1, 7, 0, 'x', x'03000000', '{\"max_tokens\": 4}', 'queued', 1);"
-                        "INSERT INTO tokens VALUES (1, 0, 42);")
+    REQUIRE((*db)
+                ->exec("UPDATE schema_version SET version = 1;"
+                       "INSERT INTO jobs VALUES (7, 'old', 'generate', '/m', NULL, 3, 0, "
+                       "'/s.yaml', '{}', 1.0);"
+                       "INSERT INTO items (id, job_id, seq, custom_id, prompt_ids, params, state, "
+                       "tokens_done) "
+                       "VALUES (1, 7, 0, 'x', x'03000000', '{\"max_tokens\": 4}', 'queued', 1);"
+                       "INSERT INTO tokens VALUES (1, 0, 42);")
                 .ok());
   }
   auto store = JobStore::open(dir.file("v1.db"), false);
@@ -72,7 +75,8 @@ TEST_CASE("a store written at schema version 1 opens and reads", "[runner][store
   CHECK(*(*store)->tokens(1) == std::vector<int32_t>{42});
 }
 
-TEST_CASE("a store from a newer nightjar is refused, and so is a foreign SQLite file", "[runner][store]") {
+TEST_CASE("a store from a newer nightjar is refused, and so is a foreign SQLite file",
+          "[runner][store]") {
   TempDir dir;
   {
     auto store = JobStore::open(dir.file("s.db"), true);
@@ -101,13 +105,15 @@ TEST_CASE("opening a damaged store fails with the file named", "[runner][store]"
   {
     auto store = JobStore::open(path, true);
     REQUIRE(store.ok());
-    for (int k = 0; k < 20; ++k) REQUIRE((*store)->submit(test_job("j" + std::to_string(k), 20)).ok());
+    for (int k = 0; k < 20; ++k)
+      REQUIRE((*store)->submit(test_job("j" + std::to_string(k), 20)).ok());
     auto db = sql::Db::open(path, false, 1000);
     REQUIRE((*db)->exec("PRAGMA wal_checkpoint(TRUNCATE)").ok());
   }
   std::string bytes = read_bytes(path);
   REQUIRE(bytes.size() > 8192);
-  for (size_t i = 4096 + 100; i < bytes.size(); i += 4096) bytes[i] ^= 0x5a;  // every page past the first
+  for (size_t i = 4096 + 100; i < bytes.size(); i += 4096)
+    bytes[i] ^= 0x5a;  // every page past the first
   write_bytes(path, bytes);
   auto store = JobStore::open(path, false);
   REQUIRE_FALSE(store.ok());
@@ -145,7 +151,8 @@ TEST_CASE("jobs are found by id or unique name", "[runner][store]") {
   CHECK((*store)->find_job("9").status().code() == StatusCode::kNotFound);
 }
 
-TEST_CASE("cancel takes queued and running items, retry requeues failed and cancelled ones", "[runner][store]") {
+TEST_CASE("cancel takes queued and running items, retry requeues failed and cancelled ones",
+          "[runner][store]") {
   TempDir dir;
   double now = 1000;
   auto store = open_with_clock(dir.file("s.db"), now);
@@ -156,14 +163,16 @@ TEST_CASE("cancel takes queued and running items, retry requeues failed and canc
   REQUIRE(*running);
   auto failing = s.claim_next("other", 60, alive_all);
   REQUIRE(*failing);
-  REQUIRE(s.fail_attempt((*failing)->item.id, "other", Progress{}, "boom")->value() == ItemState::kFailed);
+  REQUIRE(s.fail_attempt((*failing)->item.id, "other", Progress{}, "boom")->value() ==
+          ItemState::kFailed);
 
   CHECK(*s.cancel_job(job) == 2);  // the running item and the queued one
   auto items = *s.items(job);
   CHECK(items[0].state == ItemState::kCancelled);
   CHECK(items[1].state == ItemState::kFailed);
   CHECK(items[2].state == ItemState::kCancelled);
-  CHECK_FALSE(*s.append_tokens((*running)->item.id, "me", Progress{0, std::vector<int32_t>{5}, 0, 0}));
+  CHECK_FALSE(
+      *s.append_tokens((*running)->item.id, "me", Progress{0, std::vector<int32_t>{5}, 0, 0}));
   CHECK(s.tokens((*running)->item.id)->empty());
 
   CHECK(*s.retry_job(job) == 3);

@@ -60,8 +60,11 @@ inline NewJob test_job(const std::string& name, int items, int max_attempts = 3,
   job.spec_path = "/specs/" + name + ".yaml";
   job.settings_json = "{}";
   for (int i = 0; i < items; ++i)
-    job.items.push_back(NewItem{"item-" + std::to_string(i), std::nullopt, {1, 2},
-                                R"({"max_tokens":10,"temperature":0,"top_k":0,"top_p":1,"seed":0})"});
+    job.items.push_back(
+        NewItem{"item-" + std::to_string(i),
+                std::nullopt,
+                {1, 2},
+                R"({"max_tokens":10,"temperature":0,"top_k":0,"top_p":1,"seed":0})"});
   return job;
 }
 
@@ -74,7 +77,11 @@ inline std::unique_ptr<JobStore> open_with_clock(const std::string& path, const 
   return std::move(*store);
 }
 
-inline bool alive_all(const std::string&) { return true; }
-inline bool alive_none(const std::string&) { return false; }
+inline bool alive_all(const std::string&) {
+  return true;
+}
+inline bool alive_none(const std::string&) {
+  return false;
+}
 
 }  // namespace nj::runner
