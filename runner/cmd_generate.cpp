@@ -1,6 +1,7 @@
 // `nightjar generate` and `nightjar logits`: one-shot runs of the model.
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -43,6 +44,7 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     float top_p = 1.0f;
     uint64_t seed = 0;
     std::string output = "text";
+    std::string save_routing;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("generate", "Generate tokens after a prompt");
@@ -53,6 +55,8 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
   sub->add_option("--top-k", a->top_k, "Sample among the k most likely tokens (0 = all)");
   sub->add_option("--top-p", a->top_p, "Nucleus sampling mass (default 1 = off)");
   sub->add_option("--seed", a->seed, "RNG seed for sampling (default 0)");
+  sub->add_option("--save-routing-profile", a->save_routing,
+                  "Write which experts decoding used, for `plan --routing-profile` (predicts the expert cache)");
   sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(sub, [a]() -> int {
     auto prompt = parse_id_list(a->prompt_ids);
@@ -64,7 +68,10 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     auto model = open_model(a->model, RunShape{prompt_len + a->max_tokens, prompt_len, false});
     if (!model.ok()) return report_failure(model.status());
     const double load_s = since(t_load);
-    Session session(**model, SessionOptions{a->model.prefill_chunk});
+    SessionOptions so;
+    so.prefill_chunk = a->model.prefill_chunk;
+    so.record_routing = !a->save_routing.empty();
+    Session session(**model, so);
     Sampler sampler(sp);
 
     auto t_prefill = Clock::now();
@@ -98,6 +105,11 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
                    decode_steps, decode_s);
     }
     if (a->model.stats) std::fprintf(stderr, "stats: %s\n", stats_text(stats_json(**model, session.stats())).c_str());
+    if (!a->save_routing.empty()) {
+      std::ofstream f(a->save_routing, std::ios::trunc);
+      f << session.routing_profile().to_json((*model)->fingerprint());
+      if (!f) return report_failure(io_error(a->save_routing + ": cannot write the routing profile"));
+    }
     return kExitOk;
   });
 }

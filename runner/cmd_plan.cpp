@@ -8,7 +8,9 @@
 #include "engine/model/checkpoint_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
+#include "engine/model/model.h"
 #include "engine/model/planner.h"
+#include "engine/io/file.h"
 #include "engine/util/units.h"
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
@@ -21,6 +23,8 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
     std::string model, memory, output = "text";
     double bandwidth = 2.6;
     int prefill_chunk = 64, max_context = 4096;
+    bool all_logits = false;
+    std::string routing_profile;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("plan", "Show where the weights would live under a memory budget, and the "
@@ -32,6 +36,9 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
       ->check(CLI::PositiveNumber);
   sub->add_option("--prefill-chunk", a->prefill_chunk, "As for generate (default 64)")->check(CLI::PositiveNumber);
   sub->add_option("--max-context", a->max_context, "Positions of state to reserve (default 4096)")->check(CLI::PositiveNumber);
+  sub->add_flag("--all-logits", a->all_logits, "Plan for `logits` (keeps every position's logits)");
+  sub->add_option("--routing-profile", a->routing_profile,
+                  "Predict the expert cache from this measured routing (generate --save-routing-profile)");
   sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(sub, [a]() -> int {
     uint64_t budget = 0;
@@ -50,6 +57,16 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
     po.bandwidth_gbps = a->bandwidth;
     po.prefill_chunk = a->prefill_chunk;
     po.max_context = a->max_context;
+    po.all_logits = a->all_logits;
+    RoutingProfile routing;
+    if (!a->routing_profile.empty()) {
+      auto text = read_small_file(a->routing_profile);
+      if (!text.ok()) return report_failure(text.status());
+      auto parsed = RoutingProfile::parse(*text, a->routing_profile, model_fingerprint(*config, *index));
+      if (!parsed.ok()) return report_failure(parsed.status());
+      routing = std::move(parsed).value();
+      po.routing = &routing;
+    }
     auto plan = plan_residency(*layout, budget, po);
     if (!plan.ok()) {
       if (plan.status().code() == StatusCode::kResourceExhausted && a->output == "json") {

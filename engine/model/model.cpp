@@ -25,6 +25,11 @@ std::string canonical_config_text(const ModelConfig& c) {
   return o.str();
 }
 
+uint64_t model_fingerprint(const ModelConfig& c, const CheckpointIndex& index) {
+  const std::string text = canonical_config_text(c);
+  return XXH3_64bits(text.data(), text.size()) ^ index.layout_fingerprint();
+}
+
 Result<std::unique_ptr<Model>> Model::open(const std::string& dir, const ModelOptions& options) {
   std::unique_ptr<Model> m(new Model());
   m->dir_ = dir;
@@ -39,8 +44,7 @@ Result<std::unique_ptr<Model>> Model::open(const std::string& dir, const ModelOp
   } else {
     NJ_ASSIGN_OR_RETURN(m->source_, StreamingSource::open(*m->index_, *m->layout_, m->plan_, options.streaming));
   }
-  const std::string text = canonical_config_text(m->config_);
-  m->fingerprint_ = XXH3_64bits(text.data(), text.size()) ^ m->index_->layout_fingerprint();
+  m->fingerprint_ = model_fingerprint(m->config_, *m->index_);
   return m;
 }
 

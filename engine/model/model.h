@@ -55,4 +55,8 @@ class Model {
 // The config fields that define the computation, as canonical text (hashed by fingerprint).
 std::string canonical_config_text(const ModelConfig& c);
 
+// Model::fingerprint() without opening the weights: the hash of the canonical config text
+// and of the index's layout.
+uint64_t model_fingerprint(const ModelConfig& c, const CheckpointIndex& index);
+
 }  // namespace nj

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/io/file.h"
+
 #include "engine/model/sampler.h"
 #include "engine/model/session.h"
 #include "engine/util/process.h"
@@ -28,7 +30,7 @@ uint64_t total_read(const WeightStats& w) {
 
 int main(int argc, char** argv) {
   reexec_with_passive_omp_wait(argv);
-  std::string dir, memory = "all";
+  std::string dir, memory = "all", profile_in, profile_out;
   int tokens = 12, prompt_len = 4;
   double bandwidth = 2.6;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -37,6 +39,8 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--tokens")) tokens = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--prompt")) prompt_len = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--bandwidth")) bandwidth = std::atof(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--routing-profile")) profile_in = argv[i + 1];
+    if (!std::strcmp(argv[i], "--save-routing-profile")) profile_out = argv[i + 1];
   }
   ModelOptions o;
   o.plan.prefill_chunk = prompt_len;
@@ -50,10 +54,22 @@ int main(int argc, char** argv) {
     }
     o.memory_bytes = *b;
   }
+  auto config = load_model_config(dir);
+  auto index = CheckpointIndex::open(dir);
+  if (!config.ok() || !index.ok()) return 1;
+  RoutingProfile routing;
+  if (!profile_in.empty()) {
+    auto text = read_small_file(profile_in);
+    auto parsed = text.ok() ? RoutingProfile::parse(*text, profile_in, model_fingerprint(*config, *index))
+                            : Result<RoutingProfile>(text.status());
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "%s\n", parsed.status().to_string().c_str());
+      return 1;
+    }
+    routing = std::move(parsed).value();
+    o.plan.routing = &routing;
+  }
   if (memory == "min") {
-    auto config = load_model_config(dir);
-    auto index = CheckpointIndex::open(dir);
-    if (!config.ok() || !index.ok()) return 1;
     auto layout = ModelLayout::build(*config, *index);
     auto plan = plan_residency(*layout, 0, o.plan);
     if (!layout.ok() || !plan.ok()) return 1;
@@ -67,7 +83,10 @@ int main(int argc, char** argv) {
   }
   const double open_s = bench::now_s() - t_open;
   const int vocab = (*model)->config().vocab;
-  Session s(**model, SessionOptions{prompt_len});
+  SessionOptions so;
+  so.prefill_chunk = prompt_len;
+  so.record_routing = !profile_out.empty();
+  Session s(**model, so);
   std::vector<int32_t> prompt;
   for (int i = 0; i < prompt_len; ++i) prompt.push_back((i * 7919 + 13) % vocab);
   if (!s.feed(prompt).ok()) return 1;
@@ -112,6 +131,14 @@ int main(int argc, char** argv) {
   j["peak_rss_bytes"] = peak_rss_bytes();
   j["planned_bytes"] = plan.total_bytes();
   j["tokens"] = tokens;
+  j["hit_rate_model"] = plan.routing_profile_used ? "routing profile" : "uniform routing";
   std::printf("%s\n", j.dump().c_str());
+  if (!profile_out.empty()) {
+    std::FILE* f = std::fopen(profile_out.c_str(), "w");
+    if (!f) return 1;
+    const std::string text = s.routing_profile().to_json((*model)->fingerprint());
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
   return 0;
 }
