@@ -1,5 +1,8 @@
-// `nightjar generate` and `nightjar logits`: one-shot runs of the model.
+// `nightjar generate` and `nightjar logits`: one-shot runs of the model. `generate` can save
+// the sequence state after its last token (--save-state) and continue from such a state
+// (--load-state), producing exactly the tokens an uninterrupted run would have.
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -7,11 +10,14 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <omp.h>
+#include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
+#include "engine/io/env.h"
 #include "engine/model/sampler.h"
 #include "engine/model/session.h"
 #include "engine/ops/cpu.h"
+#include "engine/state/state_file.h"
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
 #include "runner/model_args.h"
@@ -32,6 +38,52 @@ nlohmann::json run_info(const ForwardStats& fs) {
           {"expert_computations", fs.expert_computations}};
 }
 
+struct SamplingFlags {
+  CLI::Option* temperature = nullptr;
+  CLI::Option* top_k = nullptr;
+  CLI::Option* top_p = nullptr;
+  CLI::Option* seed = nullptr;
+};
+
+// The sampler of a resumed generation. By default the checkpoint's settings and RNG state
+// continue unchanged, and a sampling flag that disagrees with them is a usage error (a
+// silent change would make the continuation differ from the uninterrupted run). With
+// --override-sampling the given flags replace the saved settings; --seed then restarts
+// the RNG from that seed, otherwise the saved RNG state continues.
+Result<Sampler> resumed_sampler(const SamplerSnapshot& saved, const SamplingParams& given,
+                                const SamplingFlags& f, bool override_sampling) {
+  SamplingParams p = saved.params;
+  struct Flag {
+    CLI::Option* opt;
+    bool differs;
+    std::string saved_text;
+  };
+  const Flag flags[] = {
+      {f.temperature, given.temperature != p.temperature, fmt::format("{}", p.temperature)},
+      {f.top_k, given.top_k != p.top_k, fmt::format("{}", p.top_k)},
+      {f.top_p, given.top_p != p.top_p, fmt::format("{}", p.top_p)},
+      {f.seed, given.seed != p.seed, fmt::format("{}", p.seed)},
+  };
+  if (!override_sampling) {
+    for (const Flag& fl : flags)
+      if (fl.opt->count() > 0 && fl.differs)
+        return invalid_argument(
+            fl.opt->get_name() + " differs from the checkpoint's setting (" + fl.saved_text +
+            "); pass --override-sampling to change sampling settings when resuming");
+    Sampler s(p);
+    s.set_rng(saved.rng);
+    return s;
+  }
+  if (f.temperature->count()) p.temperature = given.temperature;
+  if (f.top_k->count()) p.top_k = given.top_k;
+  if (f.top_p->count()) p.top_p = given.top_p;
+  if (f.seed->count()) p.seed = given.seed;
+  NJ_RETURN_IF_ERROR(validate_sampling(p));
+  Sampler s(p);
+  s.set_rng(f.seed->count() ? RngState{given.seed} : saved.rng);
+  return s;
+}
+
 }  // namespace
 
 void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
@@ -45,54 +97,130 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     uint64_t seed = 0;
     std::string output = "text";
     std::string save_routing;
+    std::string save_state, load_state;
+    bool override_sampling = false;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("generate", "Generate tokens after a prompt");
+  auto flags = std::make_shared<SamplingFlags>();
+  CLI::App* sub =
+      app.add_subcommand("generate", "Generate tokens after a prompt, or continue a saved state");
   add_model_options(*sub, a->model);
-  sub->add_option("--prompt-ids", a->prompt_ids, "Prompt as token ids, e.g. 3,7,11")->required();
+  sub->add_option("--prompt-ids", a->prompt_ids,
+                  "Prompt as token ids, e.g. 3,7,11 (required unless --load-state)");
   sub->add_option("--max-tokens", a->max_tokens, "Tokens to generate (default 16)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--temperature", a->temperature, "0 = greedy (default)");
-  sub->add_option("--top-k", a->top_k, "Sample among the k most likely tokens (0 = all)");
-  sub->add_option("--top-p", a->top_p, "Nucleus sampling mass (default 1 = off)");
-  sub->add_option("--seed", a->seed, "RNG seed for sampling (default 0)");
+  flags->temperature = sub->add_option("--temperature", a->temperature, "0 = greedy (default)");
+  flags->top_k =
+      sub->add_option("--top-k", a->top_k, "Sample among the k most likely tokens (0 = all)");
+  flags->top_p = sub->add_option("--top-p", a->top_p, "Nucleus sampling mass (default 1 = off)");
+  flags->seed = sub->add_option("--seed", a->seed, "RNG seed for sampling (default 0)");
   sub->add_option("--save-routing-profile", a->save_routing,
                   "Write which experts decoding used, for `plan --routing-profile` (predicts the expert cache)");
   sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
-  table.emplace_back(sub, [a]() -> int {
-    auto prompt = parse_id_list(a->prompt_ids);
-    if (!prompt.ok()) return report_usage_error("--prompt-ids", prompt.status());
+  sub->add_option("--save-state", a->save_state,
+                  "After the last token, feed it and save the sequence state and sampler to FILE "
+                  "(plus FILE.seg-*; costs one more forward pass)");
+  sub->add_option(
+      "--load-state", a->load_state,
+      "Continue the sequence saved in FILE instead of reading a prompt; output_ids holds only the "
+      "new tokens. Sampling settings come from FILE; a flag that differs is an error unless "
+      "--override-sampling");
+  sub->add_flag(
+      "--override-sampling", a->override_sampling,
+      "With --load-state: use the given sampling flags instead of the saved ones (--seed restarts "
+      "the RNG; without it the saved RNG state continues)");
+  table.emplace_back(sub, [a, flags]() -> int {
+    const bool resume = !a->load_state.empty();
+    if (resume && !a->prompt_ids.empty())
+      return report_usage_error("--prompt-ids",
+                                invalid_argument("cannot be combined with --load-state (the saved "
+                                                 "state already holds the sequence)"));
+    if (!resume && a->prompt_ids.empty())
+      return report_usage_error("--prompt-ids",
+                                invalid_argument("required (or --load-state FILE to continue a "
+                                                 "saved sequence)"));
+    if (!resume && a->override_sampling)
+      return report_usage_error("--override-sampling",
+                                invalid_argument("only applies with --load-state"));
+    std::vector<int32_t> prompt;
+    if (!resume) {
+      auto parsed = parse_id_list(a->prompt_ids);
+      if (!parsed.ok()) return report_usage_error("--prompt-ids", parsed.status());
+      prompt = std::move(*parsed);
+    }
     SamplingParams sp{a->temperature, a->top_k, a->top_p, a->seed};
     if (Status s = validate_sampling(sp); !s.ok()) return report_usage_error("sampling", s);
+    // A missing or damaged checkpoint fails before the (possibly huge) model is opened.
+    StateFileInfo resume_info;
+    if (resume) {
+      auto info = read_state_file_info(*Env::posix(), a->load_state);
+      if (!info.ok()) return report_failure(info.status());
+      resume_info = *info;
+    }
     auto t_load = Clock::now();
-    const int prompt_len = static_cast<int>(prompt->size());
-    auto model = open_model(a->model, RunShape{prompt_len + a->max_tokens, prompt_len, false});
+    // The run's context: the saved positions when resuming, the prompt, and every generated
+    // token (with --save-state the last one is fed too).
+    const int prompt_len = static_cast<int>(prompt.size());
+    const int64_t context = resume_info.position + prompt_len + a->max_tokens;
+    if (context > INT32_MAX)
+      return report_usage_error("--max-tokens", invalid_argument("the context would exceed " +
+                                                                 std::to_string(INT32_MAX)));
+    auto model = open_model(a->model, RunShape{static_cast<int>(context), prompt_len, false});
     if (!model.ok()) return report_failure(model.status());
-    const double load_s = since(t_load);
     SessionOptions so;
     so.prefill_chunk = a->model.prefill_chunk;
     so.record_routing = !a->save_routing.empty();
     Session session(**model, so);
     Sampler sampler(sp);
+    if (resume) {
+      auto cp = load_state_file(*Env::posix(), a->load_state, **model);
+      if (!cp.ok()) return report_failure(cp.status());
+      auto resumed = resumed_sampler(cp->sampler, sp, *flags, a->override_sampling);
+      if (!resumed.ok()) return report_usage_error("sampling", resumed.status());
+      sampler = *resumed;
+      resume_info.position = cp->state.position;  // (the file might have been replaced since)
+      session.set_state(std::move(cp->state));
+    }
+    const double load_s = since(t_load);
 
     auto t_prefill = Clock::now();
-    if (Status s = session.feed(*prompt); !s.ok()) return report_failure(s);
+    if (Status s = session.feed(prompt); !s.ok()) return report_failure(s);
     const double prefill_s = since(t_prefill);
+    // The state is saved after the last token has been fed, so that the continuation
+    // samples its first token from the logits that follow it.
+    const bool save = !a->save_state.empty();
     std::vector<int32_t> out;
+    int decode_steps = 0;
     auto t_decode = Clock::now();
     for (int i = 0; i < a->max_tokens; ++i) {
       const int32_t id = sampler.sample(session.last_logits());
       out.push_back(id);
-      if (i + 1 == a->max_tokens) break;  // the last token needs no forward pass
+      if (i + 1 == a->max_tokens && !save) break;  // the last token needs no forward pass
       const int32_t one[1] = {id};
       if (Status s = session.feed(one); !s.ok()) return report_failure(s);
+      ++decode_steps;
     }
     const double decode_s = since(t_decode);
-    const int decode_steps = std::max(0, a->max_tokens - 1);
+    nlohmann::json saved;
+    if (save) {
+      auto t_save = Clock::now();
+      StateFileWriter writer(*Env::posix(), a->save_state);
+      if (Status s = writer.save(**model, session.state(), {sampler.params(), sampler.rng()});
+          !s.ok())
+        return report_failure(s);
+      const StateSaveStats& st = writer.last_save();
+      saved = {{"path", a->save_state},
+               {"position", session.position()},
+               {"head_bytes", st.head_bytes},
+               {"segment_bytes", st.segment_total_bytes},
+               {"save_s", since(t_save)}};
+    }
     if (a->output == "json") {
       nlohmann::json j;
       j["output_ids"] = out;
-      j["prompt_tokens"] = prompt->size();
+      j["prompt_tokens"] = prompt.size();
       j["generated_tokens"] = out.size();
+      if (resume) j["resumed_from_position"] = resume_info.position;
+      if (save) j["saved_state"] = saved;
       j["timings"] = {{"load_s", load_s}, {"prefill_s", prefill_s}, {"decode_s", decode_s},
                       {"decode_tokens_per_s", decode_steps > 0 ? decode_steps / decode_s : 0.0}};
       j["run"] = run_info(session.stats());
@@ -101,8 +229,9 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     } else {
       for (size_t i = 0; i < out.size(); ++i) std::printf("%s%d", i ? " " : "", out[i]);
       std::printf("\n");
-      spdlog::info("prefill {} tokens in {:.3f} s; {} decode steps in {:.3f} s", prompt->size(), prefill_s,
-                   decode_steps, decode_s);
+      spdlog::info("prefill {} tokens in {:.3f} s; {} decode steps in {:.3f} s", prompt.size(),
+                   prefill_s, decode_steps, decode_s);
+      if (save) spdlog::info("state at position {} saved to {}", session.position(), a->save_state);
     }
     if (a->model.stats) std::fprintf(stderr, "stats: %s\n", stats_text(stats_json(**model, session.stats())).c_str());
     if (!a->save_routing.empty()) {
