@@ -8,7 +8,11 @@
 #include "engine/model/checkpoint_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
+#include <spdlog/spdlog.h>
+
+#include "engine/io/env.h"
 #include "engine/model/model.h"
+#include "engine/model/pack.h"
 #include "engine/model/planner.h"
 #include "engine/io/file.h"
 #include "engine/util/units.h"
@@ -53,6 +57,11 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
     if (!index.ok()) return report_failure(index.status());
     auto layout = ModelLayout::build(*config, *index);
     if (!layout.ok()) return report_failure(layout.status());
+    std::string pack_reason;  // a valid packed trunk changes the units' read sizes
+    auto packed = use_trunk_pack(*Env::posix(), a->model, *index, &*layout,
+                                 static_cast<uint32_t>(index->files().size()), &pack_reason);
+    if (!packed.ok()) return report_failure(packed.status());
+    if (!pack_reason.empty()) spdlog::warn("not using the packed trunk: {}", pack_reason);
     PlanOptions po;
     po.bandwidth_gbps = a->bandwidth;
     po.prefill_chunk = a->prefill_chunk;

@@ -38,6 +38,9 @@ void add_model_options(CLI::App& sub, ModelArgs& args) {
   sub.add_option("--io-threads", args.io_threads, "Reads in flight when streaming (default 8)")
       ->check(CLI::PositiveNumber);
   sub.add_flag("--stats", args.stats, "Print I/O and compute figures (bytes read, waits, hit rate, peak RSS)");
+  sub.add_option("--pack", args.pack_dir, "Directory of a packed trunk written by `nightjar pack --out` (default: "
+                                          "the model directory)");
+  sub.add_flag("--no-pack", args.no_pack, "Read the trunk from the shards even if a valid pack exists");
 }
 
 Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape) {
@@ -50,6 +53,8 @@ Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape)
   o.plan.max_context = args.max_context > 0 ? args.max_context : std::max(1, shape.context);
   o.plan.all_logits = shape.all_logits;
   o.streaming.io_threads = args.io_threads;
+  o.use_pack = !args.no_pack;
+  o.pack_dir = args.pack_dir;
   return o;
 }
 

@@ -26,6 +26,8 @@ struct ModelArgs {
   int max_context = 0;     // --max-context N: positions the budget reserves state for; 0 = what the command needs
   int io_threads = 8;      // --io-threads N
   bool stats = false;      // --stats
+  std::string pack_dir;    // --pack DIR: a packed trunk written elsewhere
+  bool no_pack = false;    // --no-pack: read the shards even if a pack exists
 };
 
 // Adds --model (required), --threads, --simd, --prefill-chunk, --memory, --max-context,
