@@ -61,8 +61,10 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
   const uint64_t largest_unit = std::max_element(units.begin(), units.end(), [](const Unit& a, const Unit& b) {
                                   return a.buffer_bytes < b.buffer_bytes;
                                 })->buffer_bytes;
-  const int min_expert_buffers = moe_layers.empty() ? 0 : 2;
-  p.min_memory_bytes = fixed + 2 * largest_unit + static_cast<uint64_t>(min_expert_buffers) * expert_buffer;
+  const int ring_slots = std::max(2, o.ring_slots);
+  const int min_expert_buffers = moe_layers.empty() ? 0 : std::max(2, std::min(c.top_k, o.min_expert_buffers));
+  p.min_memory_bytes = fixed + static_cast<uint64_t>(ring_slots) * largest_unit +
+                       static_cast<uint64_t>(min_expert_buffers) * expert_buffer;
 
   p.pinned.assign(units.size(), false);
   p.expert_cache_slots.assign(static_cast<size_t>(c.layers), 0);
@@ -79,7 +81,6 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
     return s;
   };
 
-  const int ring_slots = 2;
   if (budget == 0) {  // no budget: everything resident
     p.everything_resident = true;
     p.pinned.assign(units.size(), true);
@@ -90,8 +91,9 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
       return resource_exhausted("memory budget " + format_bytes(budget) + " is below the minimum of " +
                                 format_bytes(p.min_memory_bytes) + " (" + std::to_string(p.min_memory_bytes) +
                                 " bytes) this model needs: sequence state " + format_bytes(p.state_bytes) +
-                                ", scratch " + format_bytes(p.scratch_bytes) + ", 2 x the largest trunk unit " +
-                                format_bytes(largest_unit) + ", 2 x one expert " + format_bytes(expert_buffer));
+                                ", scratch " + format_bytes(p.scratch_bytes) + ", " + std::to_string(ring_slots) +
+                                " x the largest trunk unit " + format_bytes(largest_unit) + ", " +
+                                std::to_string(min_expert_buffers) + " x one expert " + format_bytes(expert_buffer));
     int buffers = min_expert_buffers;
     auto total = [&](const std::vector<bool>& pinned, int slots, int nbuf) {
       return fixed + pinned_sum(pinned) + static_cast<uint64_t>(slots) * ring_for(pinned) +

@@ -31,6 +31,10 @@ struct PlanOptions {
   int prefill_chunk = 64;   // as SessionOptions: scratch grows with it
   int max_context = 4096;   // positions of MLA cache reserved (the state grows 55 KB/position for K3)
   bool all_logits = false;  // `logits` keeps [chunk][vocab] rows
+  int ring_slots = 2;        // trunk units in memory at once when streaming: one computes while the
+                             // others read (2 is the least that overlaps; more reads further ahead)
+  int min_expert_buffers = 2;  // expert buffers in the minimum (capped at top_k): how many of a
+                               // layer's missing experts can be read at once at the minimum
   double bandwidth_gbps = 2.6;  // device read bandwidth for the predicted seconds per token
   // Measured routing of this workload; without it the cache prediction assumes uniform
   // routing (hit rate = slots / num_experts), which real routers usually beat.
