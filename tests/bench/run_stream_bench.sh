@@ -61,7 +61,7 @@ for m in ["min", "1GiB", "2GiB", "4GiB", "all"]:
     seq = s["seq_direct_gbps"]
     floor = b / (seq * 1e9)
     ach = b / w / 1e9 if w > 0 else 0
-    err = abs(p - b) / b * 100 if b > 0 else (0.0 if p == 0 else float("inf"))
+    err = abs(p - b) / b * 100 if b > 0 else (0.0 if p == 0 else 100.0)
     budget = r["budget_bytes"]
     name = "min (%.0f MB)" % (budget / 1e6) if m == "min" else m
     print("| %s | %.3f s | %.1f MB | %.1f MB | %.1f%% | %.2f GB/s | %.3f s | %s | %.2f GB/s | %s | %.0f MB | %s |" % (
