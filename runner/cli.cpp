@@ -42,6 +42,7 @@ int run_cli(int argc, char** argv) {
   add_generate_command(app, global, table);
   add_logits_command(app, global, table);
   add_plan_command(app, global, table);
+  add_pack_command(app, global, table);
   add_tokenize_commands(app, global, table);
   add_submit_command(app, global, table);
   add_run_command(app, global, table);

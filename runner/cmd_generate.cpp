@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 
 #include "engine/io/env.h"
 #include "engine/model/sampler.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/model/session.h"
 #include "engine/ops/cpu.h"
 #include "engine/state/state_file.h"
@@ -95,6 +98,9 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     float top_p = 1.0f;
     uint64_t seed = 0;
     std::string output = "text";
+    std::string save_routing;
+    std::string prompt_text, prompt_file;
+    bool ignore_eos = false;
     std::string save_state, load_state;
     bool override_sampling = false;
   };
@@ -104,13 +110,20 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       app.add_subcommand("generate", "Generate tokens after a prompt, or continue a saved state");
   add_model_options(*sub, a->model);
   sub->add_option("--prompt-ids", a->prompt_ids,
-                  "Prompt as token ids, e.g. 3,7,11 (required unless --load-state)");
+                  "Prompt as token ids, e.g. 3,7,11 (or --prompt / --prompt-file, or --load-state)");
+  sub->add_option("--prompt", a->prompt_text, "Prompt as text (needs the model's tokenizer)");
+  sub->add_option("--prompt-file", a->prompt_file, "Prompt as the text of a file (- for stdin)");
+  sub->add_flag("--ignore-eos", a->ignore_eos,
+                "Keep generating after the end-of-sequence token (by default generation stops there when the "
+                "model has a tokenizer)");
   sub->add_option("--max-tokens", a->max_tokens, "Tokens to generate (default 16)")->check(CLI::NonNegativeNumber);
   flags->temperature = sub->add_option("--temperature", a->temperature, "0 = greedy (default)");
   flags->top_k =
       sub->add_option("--top-k", a->top_k, "Sample among the k most likely tokens (0 = all)");
   flags->top_p = sub->add_option("--top-p", a->top_p, "Nucleus sampling mass (default 1 = off)");
   flags->seed = sub->add_option("--seed", a->seed, "RNG seed for sampling (default 0)");
+  sub->add_option("--save-routing-profile", a->save_routing,
+                  "Write which experts decoding used, for `plan --routing-profile` (predicts the expert cache)");
   sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
   sub->add_option("--save-state", a->save_state,
                   "After the last token, feed it and save the sequence state and sampler to FILE "
@@ -126,22 +139,45 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       "the RNG; without it the saved RNG state continues)");
   table.emplace_back(sub, [a, flags]() -> int {
     const bool resume = !a->load_state.empty();
-    if (resume && !a->prompt_ids.empty())
+    const int prompt_sources = !a->prompt_ids.empty() + !a->prompt_text.empty() + !a->prompt_file.empty();
+    if (prompt_sources > 1)
+      return report_usage_error("--prompt-ids", invalid_argument("give one of --prompt-ids, --prompt, --prompt-file"));
+    if (resume && prompt_sources > 0)
       return report_usage_error("--prompt-ids",
                                 invalid_argument("cannot be combined with --load-state (the saved "
                                                  "state already holds the sequence)"));
-    if (!resume && a->prompt_ids.empty())
+    if (!resume && prompt_sources == 0)
       return report_usage_error("--prompt-ids",
-                                invalid_argument("required (or --load-state FILE to continue a "
-                                                 "saved sequence)"));
+                                invalid_argument("required (or --prompt TEXT, --prompt-file FILE, or --load-state "
+                                                 "FILE to continue a saved sequence)"));
+    // The tokenizer, when the model has one: text prompts need it; it also decodes the
+    // output and knows the end-of-sequence token.
+    std::optional<Tokenizer> tokenizer;
+    if (Tokenizer::exists_in(a->model.model)) {
+      auto t = Tokenizer::load(a->model.model);
+      if (!t.ok()) return report_failure(t.status());
+      tokenizer.emplace(std::move(t).value());
+    }
     if (!resume && a->override_sampling)
       return report_usage_error("--override-sampling",
                                 invalid_argument("only applies with --load-state"));
     std::vector<int32_t> prompt;
-    if (!resume) {
+    if (!a->prompt_ids.empty()) {
       auto parsed = parse_id_list(a->prompt_ids);
       if (!parsed.ok()) return report_usage_error("--prompt-ids", parsed.status());
       prompt = std::move(*parsed);
+    } else if (!resume) {
+      if (!tokenizer)
+        return report_failure(not_found(a->model.model + ": the model has no tokenizer (tiktoken.model); "
+                                        "give the prompt as --prompt-ids"));
+      std::string text = a->prompt_text;
+      if (!a->prompt_file.empty()) {
+        auto read = read_text_input(a->prompt_file);
+        if (!read.ok()) return report_failure(read.status());
+        text = std::move(*read);
+      }
+      prompt = tokenizer->encode(text);
+      if (prompt.empty()) return report_usage_error("--prompt", invalid_argument("the prompt is empty"));
     }
     SamplingParams sp{a->temperature, a->top_k, a->top_p, a->seed};
     if (Status s = validate_sampling(sp); !s.ok()) return report_usage_error("sampling", s);
@@ -162,7 +198,10 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
                                                                  std::to_string(INT32_MAX)));
     auto model = open_model(a->model, RunShape{static_cast<int>(context), prompt_len, false});
     if (!model.ok()) return report_failure(model.status());
-    Session session(**model, SessionOptions{a->model.prefill_chunk});
+    SessionOptions so;
+    so.prefill_chunk = a->model.prefill_chunk;
+    so.record_routing = !a->save_routing.empty();
+    Session session(**model, so);
     Sampler sampler(sp);
     if (resume) {
       auto cp = load_state_file(*Env::posix(), a->load_state, **model);
@@ -184,13 +223,16 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     std::vector<int32_t> out;
     int decode_steps = 0;
     auto t_decode = Clock::now();
+    const int32_t eos = tokenizer && !a->ignore_eos ? tokenizer->eos_id() : -1;
     for (int i = 0; i < a->max_tokens; ++i) {
       const int32_t id = sampler.sample(session.last_logits());
       out.push_back(id);
-      if (i + 1 == a->max_tokens && !save) break;  // the last token needs no forward pass
+      const bool last = i + 1 == a->max_tokens || id == eos;
+      if (last && !save) break;  // the last token needs no forward pass
       const int32_t one[1] = {id};
       if (Status s = session.feed(one); !s.ok()) return report_failure(s);
       ++decode_steps;
+      if (last) break;
     }
     const double decode_s = since(t_decode);
     nlohmann::json saved;
@@ -210,6 +252,8 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     if (a->output == "json") {
       nlohmann::json j;
       j["output_ids"] = out;
+      if (tokenizer) j["output_text"] = tokenizer->decode(out);
+      j["stopped_at_eos"] = !out.empty() && out.back() == eos;
       j["prompt_tokens"] = prompt.size();
       j["generated_tokens"] = out.size();
       if (resume) j["resumed_from_position"] = resume_info.position;
@@ -220,13 +264,23 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       j["stats"] = stats_json(**model, session.stats());
       print_json(j);
     } else {
-      for (size_t i = 0; i < out.size(); ++i) std::printf("%s%d", i ? " " : "", out[i]);
+      if (tokenizer) {
+        const std::string text = tokenizer->decode(out);
+        std::fwrite(text.data(), 1, text.size(), stdout);
+      } else {
+        for (size_t i = 0; i < out.size(); ++i) std::printf("%s%d", i ? " " : "", out[i]);
+      }
       std::printf("\n");
       spdlog::info("prefill {} tokens in {:.3f} s; {} decode steps in {:.3f} s", prompt.size(),
                    prefill_s, decode_steps, decode_s);
       if (save) spdlog::info("state at position {} saved to {}", session.position(), a->save_state);
     }
     if (a->model.stats) std::fprintf(stderr, "stats: %s\n", stats_text(stats_json(**model, session.stats())).c_str());
+    if (!a->save_routing.empty()) {
+      std::ofstream f(a->save_routing, std::ios::trunc);
+      f << session.routing_profile().to_json((*model)->fingerprint());
+      if (!f) return report_failure(io_error(a->save_routing + ": cannot write the routing profile"));
+    }
     return kExitOk;
   });
 }

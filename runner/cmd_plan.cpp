@@ -8,7 +8,13 @@
 #include "engine/model/checkpoint_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
+#include <spdlog/spdlog.h>
+
+#include "engine/io/env.h"
+#include "engine/model/model.h"
+#include "engine/model/pack.h"
 #include "engine/model/planner.h"
+#include "engine/io/file.h"
 #include "engine/util/units.h"
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
@@ -21,6 +27,8 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
     std::string model, memory, output = "text";
     double bandwidth = 2.6;
     int prefill_chunk = 64, max_context = 4096;
+    bool all_logits = false;
+    std::string routing_profile;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("plan", "Show where the weights would live under a memory budget, and the "
@@ -32,6 +40,9 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
       ->check(CLI::PositiveNumber);
   sub->add_option("--prefill-chunk", a->prefill_chunk, "As for generate (default 64)")->check(CLI::PositiveNumber);
   sub->add_option("--max-context", a->max_context, "Positions of state to reserve (default 4096)")->check(CLI::PositiveNumber);
+  sub->add_flag("--all-logits", a->all_logits, "Plan for `logits` (keeps every position's logits)");
+  sub->add_option("--routing-profile", a->routing_profile,
+                  "Predict the expert cache from this measured routing (generate --save-routing-profile)");
   sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(sub, [a]() -> int {
     uint64_t budget = 0;
@@ -46,10 +57,25 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
     if (!index.ok()) return report_failure(index.status());
     auto layout = ModelLayout::build(*config, *index);
     if (!layout.ok()) return report_failure(layout.status());
+    std::string pack_reason;  // a valid packed trunk changes the units' read sizes
+    auto packed = use_trunk_pack(*Env::posix(), a->model, *index, &*layout,
+                                 static_cast<uint32_t>(index->files().size()), &pack_reason);
+    if (!packed.ok()) return report_failure(packed.status());
+    if (!pack_reason.empty()) spdlog::warn("not using the packed trunk: {}", pack_reason);
     PlanOptions po;
     po.bandwidth_gbps = a->bandwidth;
     po.prefill_chunk = a->prefill_chunk;
     po.max_context = a->max_context;
+    po.all_logits = a->all_logits;
+    RoutingProfile routing;
+    if (!a->routing_profile.empty()) {
+      auto text = read_small_file(a->routing_profile);
+      if (!text.ok()) return report_failure(text.status());
+      auto parsed = RoutingProfile::parse(*text, a->routing_profile, model_fingerprint(*config, *index));
+      if (!parsed.ok()) return report_failure(parsed.status());
+      routing = std::move(parsed).value();
+      po.routing = &routing;
+    }
     auto plan = plan_residency(*layout, budget, po);
     if (!plan.ok()) {
       if (plan.status().code() == StatusCode::kResourceExhausted && a->output == "json") {

@@ -18,47 +18,11 @@
 #include "engine/io/file.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "runner/commands.h"
+#include "runner/model_args.h"
 #include "runner/exit_codes.h"
 #include "runner/output.h"
 
 namespace nj::runner {
-namespace {
-
-// Parses "1,2,3" (spaces allowed around the commas; "" is no ids).
-Result<std::vector<int32_t>> parse_ids(std::string_view text) {
-  std::vector<int32_t> ids;
-  if (text.find_first_not_of(" \t") == std::string_view::npos) return ids;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string_view::npos) comma = text.size();
-    std::string_view item = text.substr(pos, comma - pos);
-    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
-    int32_t id = -1;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || id < 0) {
-      return invalid_argument("'" + std::string(item) +
-                              "' is not a token id (expected a list like 1,2,3)");
-    }
-    ids.push_back(id);
-    pos = comma + 1;
-  }
-  return ids;
-}
-
-Result<std::string> read_input(const std::string& path) {
-  if (path != "-") return read_small_file(path);
-  std::string text;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) text.append(buf, n);
-  if (std::ferror(stdin)) return io_error("standard input: read failed");
-  return text;
-}
-
-}  // namespace
-
 void add_tokenize_commands(CLI::App& app, const GlobalOptions&, CommandTable& table) {
   struct TokenizeArgs {
     std::string model, text, file, output = "text";
@@ -85,7 +49,7 @@ void add_tokenize_commands(CLI::App& app, const GlobalOptions&, CommandTable& ta
     if (!tokenizer.ok()) return report_failure(tokenizer.status());
     std::string input = t->text;
     if (file_opt->count() > 0) {
-      auto read = read_input(t->file);
+      auto read = read_text_input(t->file);
       if (!read.ok()) return report_failure(read.status());
       input = std::move(read).value();
     }
@@ -114,7 +78,7 @@ void add_tokenize_commands(CLI::App& app, const GlobalOptions&, CommandTable& ta
   detok->add_option("--ids", d->ids, "Comma-separated token ids, e.g. 1,2,3")->required();
   detok->add_option("--output", d->output, "text or json")->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(detok, [d]() -> int {
-    auto ids = parse_ids(d->ids);
+    auto ids = parse_id_list(d->ids, /*allow_empty=*/true);
     if (!ids.ok()) return report_usage_error("--ids", ids.status());
     auto tokenizer = Tokenizer::load(d->model);
     if (!tokenizer.ok()) return report_failure(tokenizer.status());

@@ -15,6 +15,7 @@ void add_doctor_command(CLI::App& app, const GlobalOptions& global, CommandTable
 void add_generate_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 void add_logits_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 void add_plan_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+void add_pack_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 // `tokenize` and `detokenize`.
 void add_tokenize_commands(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 

@@ -6,10 +6,13 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <cstdio>
 #include <cstdlib>
 
 #include <spdlog/spdlog.h>
 
+#include "engine/io/file.h"
 #include "engine/ops/cpu.h"
 #include "engine/util/process.h"
 #include "engine/util/sysinfo.h"
@@ -32,6 +35,9 @@ void add_model_options(CLI::App& sub, ModelArgs& args) {
   sub.add_option("--io-threads", args.io_threads, "Reads in flight when streaming (default 8)")
       ->check(CLI::PositiveNumber);
   sub.add_flag("--stats", args.stats, "Print I/O and compute figures (bytes read, waits, hit rate, peak RSS)");
+  sub.add_option("--pack", args.pack_dir, "Directory of a packed trunk written by `nightjar pack --out` (default: "
+                                          "the model directory)");
+  sub.add_flag("--no-pack", args.no_pack, "Read the trunk from the shards even if a valid pack exists");
 }
 
 Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape) {
@@ -44,6 +50,8 @@ Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape)
   o.plan.max_context = args.max_context > 0 ? args.max_context : std::max(1, shape.context);
   o.plan.all_logits = shape.all_logits;
   o.streaming.io_threads = args.io_threads;
+  o.use_pack = !args.no_pack;
+  o.pack_dir = args.pack_dir;
   return o;
 }
 
@@ -106,26 +114,39 @@ std::string stats_text(const nlohmann::json& s) {
   return buf;
 }
 
-Result<std::vector<int32_t>> parse_id_list(const std::string& text) {
+Result<std::vector<int32_t>> parse_id_list(const std::string& text, bool allow_empty) {
   std::vector<int32_t> ids;
-  size_t i = 0;
-  auto bad = [&] { return invalid_argument("invalid token id list '" + text + "' (expected e.g. 3,7,11)"); };
-  while (i < text.size()) {
-    size_t end = text.find(',', i);
-    if (end == std::string::npos) end = text.size();
-    std::string item = text.substr(i, end - i);
-    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
-    while (!item.empty() && item.back() == ' ') item.pop_back();
-    if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos) return bad();
-    errno = 0;
-    long long v = std::strtoll(item.c_str(), nullptr, 10);
-    if (errno || v > INT32_MAX) return bad();
-    ids.push_back(static_cast<int32_t>(v));
-    i = end + 1;
-    if (end == text.size() - 1) return bad();  // trailing comma
+  const std::string_view all(text);
+  if (all.find_first_not_of(" \t") == std::string_view::npos) {
+    if (allow_empty) return ids;
+    return invalid_argument("no token ids given (expected e.g. 3,7,11)");
   }
-  if (ids.empty()) return bad();
+  size_t pos = 0;
+  while (pos <= all.size()) {
+    size_t comma = all.find(',', pos);
+    if (comma == std::string_view::npos) comma = all.size();
+    std::string_view item = all.substr(pos, comma - pos);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    int32_t id = -1;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || id < 0)
+      return invalid_argument("'" + std::string(item) + "' is not a token id in '" + text +
+                              "' (expected a list like 3,7,11)");
+    ids.push_back(id);
+    pos = comma + 1;
+  }
   return ids;
+}
+
+Result<std::string> read_text_input(const std::string& path) {
+  if (path != "-") return read_small_file(path);
+  std::string text;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) text.append(buf, n);
+  if (std::ferror(stdin)) return io_error("standard input: read failed");
+  return text;
 }
 
 }  // namespace nj::runner

@@ -26,6 +26,8 @@ struct ModelArgs {
   int max_context = 0;     // --max-context N: positions the budget reserves state for; 0 = what the command needs
   int io_threads = 8;      // --io-threads N
   bool stats = false;      // --stats
+  std::string pack_dir;    // --pack DIR: a packed trunk written elsewhere
+  bool no_pack = false;    // --no-pack: read the shards even if a pack exists
 };
 
 // Adds --model (required), --threads, --simd, --prefill-chunk, --memory, --max-context,
@@ -60,7 +62,11 @@ Result<std::unique_ptr<Model>> open_model(const ModelArgs& args, const RunShape&
 nlohmann::json stats_json(Model& model, const ForwardStats& forward);
 std::string stats_text(const nlohmann::json& stats);
 
-// "3,7,11" → {3, 7, 11}. InvalidArgument naming the text otherwise.
-Result<std::vector<int32_t>> parse_id_list(const std::string& text);
+// "3,7,11" → {3, 7, 11} (spaces allowed around commas). InvalidArgument naming the bad item
+// otherwise; an empty list is an error unless `allow_empty`.
+Result<std::vector<int32_t>> parse_id_list(const std::string& text, bool allow_empty = false);
+
+// The contents of a text file, or of standard input for "-".
+Result<std::string> read_text_input(const std::string& path);
 
 }  // namespace nj::runner

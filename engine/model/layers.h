@@ -8,6 +8,7 @@
 #include "engine/model/config.h"
 #include "engine/model/weight_source.h"
 #include "engine/model/weights.h"
+#include "engine/moe/routing_profile.h"
 #include "engine/state/sequence_state.h"
 
 namespace nj {
@@ -50,7 +51,9 @@ struct MoeCounters {
 
 // LatentMoE: routes each token, computes each selected expert once for all the chunk's
 // tokens routed to it (acquired from `source`), adds the shared expert.
+// When `profile` is given, the experts each pass requests are recorded in it.
 Status moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, WeightSource& source,
-                   const float* x, int T, float* out, Scratch& s, MoeCounters* counters);
+                   const float* x, int T, float* out, Scratch& s, MoeCounters* counters,
+                   RoutingProfile* profile = nullptr);
 
 }  // namespace nj

@@ -262,21 +262,8 @@ Result<ModelLayout> ModelLayout::build(const ModelConfig& c, const CheckpointInd
     if (L.is_mla) NJ_RETURN_IF_ERROR(resolve_mla(r, c, p + "self_attn.", &L.mla));
     else NJ_RETURN_IF_ERROR(resolve_kda(r, c, p + "self_attn.", &L.kda));
     L.is_dense = c.is_dense(l);
-    std::vector<TensorSlot*> slots = {&L.input_norm, &L.post_norm, &L.attn_res_norm, &L.attn_res_proj,
-                                      &L.mlp_res_norm, &L.mlp_res_proj};
-    if (L.is_mla) {
-      for (TensorSlot* s : {&L.mla.q_a, &L.mla.q_a_norm, &L.mla.q_b, &L.mla.kv_a, &L.mla.kv_a_norm, &L.mla.kv_b,
-                            &L.mla.o, &L.mla.g})
-        slots.push_back(s);
-    } else {
-      KdaSlots& k = L.kda;
-      for (TensorSlot* s : {&k.q, &k.k, &k.v, &k.g, &k.o, &k.f_a, &k.f_b, &k.b, &k.q_conv, &k.k_conv, &k.v_conv,
-                            &k.a_log, &k.dt_bias, &k.o_norm})
-        slots.push_back(s);
-    }
     if (L.is_dense) {
       NJ_RETURN_IF_ERROR(resolve_ffn(r, p + "mlp.", hid, static_cast<U>(c.dense_inter), &L.dense));
-      for (TensorSlot* s : {&L.dense.gate, &L.dense.up, &L.dense.down}) slots.push_back(s);
     } else {
       const std::string q = p + "block_sparse_moe.";
       const U E = static_cast<U>(c.num_experts), lat = static_cast<U>(c.latent);
@@ -288,8 +275,6 @@ Result<ModelLayout> ModelLayout::build(const ModelConfig& c, const CheckpointInd
       if (c.latent_norm) NJ_RETURN_IF_ERROR(r.need(q + "routed_expert_norm.weight", {{lat}}, kFloat, &e.norm));
       if (c.num_shared > 0)
         NJ_RETURN_IF_ERROR(resolve_ffn(r, q + "shared_experts.", hid, static_cast<U>(c.shared_inter()), &e.shared));
-      for (TensorSlot* s : {&e.router, &e.bias, &e.down, &e.up, &e.norm, &e.shared.gate, &e.shared.up, &e.shared.down})
-        slots.push_back(s);
       auto& experts = m.experts_[static_cast<size_t>(l)];
       experts.resize(static_cast<size_t>(c.num_experts));
       for (int x = 0; x < c.num_experts; ++x) {
@@ -299,7 +284,7 @@ Result<ModelLayout> ModelLayout::build(const ModelConfig& c, const CheckpointInd
         m.expert_bytes_ = std::max(m.expert_bytes_, ex.unit.tensor_bytes);
       }
     }
-    L.unit = plan_unit(index, slots);
+    L.unit = plan_unit(index, trunk_slots(L));
   }
   const U V = static_cast<U>(c.vocab);
   NJ_RETURN_IF_ERROR(r.need(kPrefix + "embed_tokens.weight", {{V, hid}}, kFloat, &m.embed_));
@@ -311,8 +296,39 @@ Result<ModelLayout> ModelLayout::build(const ModelConfig& c, const CheckpointInd
     NJ_RETURN_IF_ERROR(r.need(kPrefix + "embed_tokens.weight", {{V, hid}}, kFloat, &h.lm_head));
   else
     NJ_RETURN_IF_ERROR(r.need("language_model.lm_head.weight", {{V, hid}}, kFloat, &h.lm_head));
-  h.unit = plan_unit(index, {&h.norm, &h.out_res_norm, &h.out_res_proj, &h.lm_head});
+  h.unit = plan_unit(index, head_slots(h));
   return m;
+}
+
+std::vector<TensorSlot*> trunk_slots(LayerLayout& L) {
+  std::vector<TensorSlot*> slots = {&L.input_norm, &L.post_norm, &L.attn_res_norm, &L.attn_res_proj,
+                                    &L.mlp_res_norm, &L.mlp_res_proj};
+  if (L.is_mla) {
+    MlaSlots& m = L.mla;
+    for (TensorSlot* s : {&m.q_a, &m.q_a_norm, &m.q_b, &m.kv_a, &m.kv_a_norm, &m.kv_b, &m.o, &m.g}) slots.push_back(s);
+  } else {
+    KdaSlots& k = L.kda;
+    for (TensorSlot* s : {&k.q, &k.k, &k.v, &k.g, &k.o, &k.f_a, &k.f_b, &k.b, &k.q_conv, &k.k_conv, &k.v_conv,
+                          &k.a_log, &k.dt_bias, &k.o_norm})
+      slots.push_back(s);
+  }
+  if (L.is_dense) {
+    for (TensorSlot* s : {&L.dense.gate, &L.dense.up, &L.dense.down}) slots.push_back(s);
+  } else {
+    MoeSlots& e = L.moe;
+    for (TensorSlot* s : {&e.router, &e.bias, &e.down, &e.up, &e.norm, &e.shared.gate, &e.shared.up, &e.shared.down})
+      slots.push_back(s);
+  }
+  return slots;
+}
+
+std::vector<TensorSlot*> head_slots(HeadLayout& h) { return {&h.norm, &h.out_res_norm, &h.out_res_proj, &h.lm_head}; }
+
+std::vector<std::string> ModelLayout::file_paths(const CheckpointIndex& index) const {
+  std::vector<std::string> paths;
+  for (const auto& f : index.files()) paths.push_back(f.path);
+  paths.insert(paths.end(), extra_files_.begin(), extra_files_.end());
+  return paths;
 }
 
 const ExpertLayout& ModelLayout::expert(int layer, int e) const {

@@ -32,6 +32,10 @@ struct UnitLayout {
   std::vector<Extent> extents;
   uint64_t buffer_bytes = 0;   // what a buffer for this unit must hold
   uint64_t tensor_bytes = 0;   // the bytes of the tensors themselves (what the model needs)
+  // Packed units (pack.h) are one run whose xxh3 is checked when first read.
+  bool verify = false;
+  uint64_t checksum = 0;
+  uint64_t checksum_bytes = 0;  // the run's length (the checksum covers buffer [0, n))
 };
 
 // One tensor inside its unit's buffer.
@@ -87,6 +91,14 @@ class ModelLayout {
   // Total bytes per unit kind, for planning.
   uint64_t trunk_bytes(int l) const { return layer(l).unit.tensor_bytes; }
   uint64_t expert_bytes() const { return expert_bytes_; }  // one expert (all experts are equal)
+
+  // For switching trunk units to the packed trunk (pack.h).
+  LayerLayout& mutable_layer(int l) { return layers_[static_cast<size_t>(l)]; }
+  HeadLayout& mutable_head() { return head_; }
+  // Files beyond the index's (the pack): their ids follow the index's files in order.
+  void add_file(std::string path) { extra_files_.push_back(std::move(path)); }
+  // Every file an extent may name, by file id.
+  std::vector<std::string> file_paths(const CheckpointIndex& index) const;
   uint64_t head_bytes() const { return head_.unit.tensor_bytes; }
   uint64_t embedding_row_bytes() const;
 
@@ -97,7 +109,12 @@ class ModelLayout {
   HeadLayout head_;
   TensorSlot embed_;
   uint64_t expert_bytes_ = 0;
+  std::vector<std::string> extra_files_;
 };
+
+// The tensor slots of a trunk unit (present and absent optional ones alike).
+std::vector<TensorSlot*> trunk_slots(LayerLayout& l);
+std::vector<TensorSlot*> head_slots(HeadLayout& h);
 
 // Views over a unit's buffer. `buffer` holds the unit's bytes laid out as its UnitLayout
 // says and must outlive the view.

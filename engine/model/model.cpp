@@ -5,6 +5,10 @@
 
 #include <xxhash.h>
 
+#include <spdlog/spdlog.h>
+
+#include "engine/io/env.h"
+#include "engine/model/pack.h"
 #include "engine/model/resident_source.h"
 
 namespace nj {
@@ -25,6 +29,11 @@ std::string canonical_config_text(const ModelConfig& c) {
   return o.str();
 }
 
+uint64_t model_fingerprint(const ModelConfig& c, const CheckpointIndex& index) {
+  const std::string text = canonical_config_text(c);
+  return XXH3_64bits(text.data(), text.size()) ^ index.layout_fingerprint();
+}
+
 Result<std::unique_ptr<Model>> Model::open(const std::string& dir, const ModelOptions& options) {
   std::unique_ptr<Model> m(new Model());
   m->dir_ = dir;
@@ -33,14 +42,20 @@ Result<std::unique_ptr<Model>> Model::open(const std::string& dir, const ModelOp
   m->index_ = std::make_unique<CheckpointIndex>(std::move(index));
   NJ_ASSIGN_OR_RETURN(ModelLayout layout, ModelLayout::build(m->config_, *m->index_));
   m->layout_ = std::make_unique<ModelLayout>(std::move(layout));
+  if (options.use_pack) {
+    std::string reason;
+    const std::string dir_for_pack = options.pack_dir.empty() ? dir : options.pack_dir;
+    NJ_ASSIGN_OR_RETURN(m->uses_pack_, use_trunk_pack(*Env::posix(), dir_for_pack, *m->index_, m->layout_.get(),
+                                                      static_cast<uint32_t>(m->index_->files().size()), &reason));
+    if (!reason.empty()) spdlog::warn("not using the packed trunk: {}", reason);
+  }
   NJ_ASSIGN_OR_RETURN(m->plan_, plan_residency(*m->layout_, options.memory_bytes, options.plan));
   if (options.memory_bytes == 0) {
     NJ_ASSIGN_OR_RETURN(m->source_, ResidentSource::open(*m->index_, *m->layout_));
   } else {
     NJ_ASSIGN_OR_RETURN(m->source_, StreamingSource::open(*m->index_, *m->layout_, m->plan_, options.streaming));
   }
-  const std::string text = canonical_config_text(m->config_);
-  m->fingerprint_ = XXH3_64bits(text.data(), text.size()) ^ m->index_->layout_fingerprint();
+  m->fingerprint_ = model_fingerprint(m->config_, *m->index_);
   return m;
 }
 

@@ -20,6 +20,10 @@ struct ModelOptions {
   uint64_t memory_bytes = 0;   // budget; 0 = read everything into RAM (no streaming)
   PlanOptions plan;            // what the budget must also hold (scratch, state)
   StreamingOptions streaming;  // I/O threads, file opener, cache policy
+  // A packed trunk (pack.h) is used when valid; it is looked for in pack_dir, or in the
+  // model directory when pack_dir is empty. use_pack = false reads the shards only.
+  bool use_pack = true;
+  std::string pack_dir;
 };
 
 class Model {
@@ -36,6 +40,8 @@ class Model {
   WeightSource& weights() { return *source_; }
   // The residency plan in force (everything resident without a budget).
   const ResidencyPlan& plan() const { return plan_; }
+  // Whether trunk units are read from a packed trunk file.
+  bool uses_pack() const { return uses_pack_; }
 
   // Identifies the weights: a hash of the parsed config and of every tensor's name, dtype
   // and shape. A state checkpoint records it so it is never restored into another model.
@@ -48,11 +54,16 @@ class Model {
   std::unique_ptr<CheckpointIndex> index_;
   std::unique_ptr<ModelLayout> layout_;
   ResidencyPlan plan_;
+  bool uses_pack_ = false;
   std::unique_ptr<WeightSource> source_;
   uint64_t fingerprint_ = 0;
 };
 
 // The config fields that define the computation, as canonical text (hashed by fingerprint).
 std::string canonical_config_text(const ModelConfig& c);
+
+// Model::fingerprint() without opening the weights: the hash of the canonical config text
+// and of the index's layout.
+uint64_t model_fingerprint(const ModelConfig& c, const CheckpointIndex& index);
 
 }  // namespace nj

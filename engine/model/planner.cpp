@@ -61,8 +61,10 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
   const uint64_t largest_unit = std::max_element(units.begin(), units.end(), [](const Unit& a, const Unit& b) {
                                   return a.buffer_bytes < b.buffer_bytes;
                                 })->buffer_bytes;
-  const int min_expert_buffers = moe_layers.empty() ? 0 : 1;
-  p.min_memory_bytes = fixed + largest_unit + static_cast<uint64_t>(min_expert_buffers) * expert_buffer;
+  const int ring_slots = std::max(2, o.ring_slots);
+  const int min_expert_buffers = moe_layers.empty() ? 0 : std::max(2, std::min(c.top_k, o.min_expert_buffers));
+  p.min_memory_bytes = fixed + static_cast<uint64_t>(ring_slots) * largest_unit +
+                       static_cast<uint64_t>(min_expert_buffers) * expert_buffer;
 
   p.pinned.assign(units.size(), false);
   p.expert_cache_slots.assign(static_cast<size_t>(c.layers), 0);
@@ -79,7 +81,6 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
     return s;
   };
 
-  int ring_slots = 1;
   if (budget == 0) {  // no budget: everything resident
     p.everything_resident = true;
     p.pinned.assign(units.size(), true);
@@ -90,16 +91,15 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
       return resource_exhausted("memory budget " + format_bytes(budget) + " is below the minimum of " +
                                 format_bytes(p.min_memory_bytes) + " (" + std::to_string(p.min_memory_bytes) +
                                 " bytes) this model needs: sequence state " + format_bytes(p.state_bytes) +
-                                ", scratch " + format_bytes(p.scratch_bytes) + ", the largest trunk unit " +
-                                format_bytes(largest_unit) + ", one expert " + format_bytes(expert_buffer));
+                                ", scratch " + format_bytes(p.scratch_bytes) + ", " + std::to_string(ring_slots) +
+                                " x the largest trunk unit " + format_bytes(largest_unit) + ", " +
+                                std::to_string(min_expert_buffers) + " x one expert " + format_bytes(expert_buffer));
     int buffers = min_expert_buffers;
     auto total = [&](const std::vector<bool>& pinned, int slots, int nbuf) {
       return fixed + pinned_sum(pinned) + static_cast<uint64_t>(slots) * ring_for(pinned) +
              static_cast<uint64_t>(nbuf) * expert_buffer;
     };
-    // 2. overlap: a second ring buffer (the next unit reads while one computes), a second
-    //    expert buffer, then up to top_k so a layer's misses are read at once
-    if (total(p.pinned, 2, buffers) <= budget) ring_slots = 2;
+    // 2. up to top_k expert buffers, so that a layer's misses are read at once
     while (!moe_layers.empty() && buffers < c.top_k && total(p.pinned, ring_slots, buffers + 1) <= budget) ++buffers;
     // 3. pin trunk units, largest first
     std::vector<Unit> by_size = units;
@@ -141,7 +141,17 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
   p.predicted_trunk_bytes_per_token += layout.embedding_row_bytes();
   double hit_sum = 0;
   for (int l : moe_layers) {
-    const double hit = std::min(1.0, static_cast<double>(p.expert_cache_slots[static_cast<size_t>(l)]) / c.num_experts);
+    const int slots = p.expert_cache_slots[static_cast<size_t>(l)];
+    double hit = std::min(1.0, static_cast<double>(slots) / c.num_experts);
+    if (slots >= c.num_experts) {
+      hit = 1.0;  // every expert stays once read
+    } else if (o.routing) {
+      const double measured = o.routing->hit_rate(l, slots);
+      if (measured >= 0) {
+        hit = measured;
+        p.routing_profile_used = true;
+      }
+    }
     hit_sum += hit;
     p.predicted_expert_bytes_per_token +=
         static_cast<uint64_t>(static_cast<double>(c.top_k) * static_cast<double>(expert_read) * (1.0 - hit));
@@ -172,6 +182,7 @@ nlohmann::json ResidencyPlan::to_json() const {
   j["predicted_trunk_bytes_per_token"] = predicted_trunk_bytes_per_token;
   j["predicted_expert_bytes_per_token"] = predicted_expert_bytes_per_token;
   j["predicted_expert_hit_rate"] = predicted_expert_hit_rate;
+  j["hit_rate_model"] = routing_profile_used ? "routing profile" : "uniform routing";
   j["bandwidth_gbps"] = bandwidth_gbps;
   j["predicted_seconds_per_token"] = predicted_seconds_per_token;
   return j;
@@ -195,7 +206,8 @@ std::string ResidencyPlan::to_text() const {
   std::snprintf(buf, sizeof buf, "%.1f%%", 100 * predicted_expert_hit_rate);
   o << "reads per token     " << format_bytes(predicted_bytes_per_token()) << " (trunk "
     << format_bytes(predicted_trunk_bytes_per_token) << ", experts " << format_bytes(predicted_expert_bytes_per_token)
-    << " at a " << buf << " cache hit rate)\n";
+    << " at a " << buf << " cache hit rate, " << (routing_profile_used ? "from the routing profile" : "assuming uniform routing")
+    << ")\n";
   std::snprintf(buf, sizeof buf, "%.3f s at %.2f GB/s", predicted_seconds_per_token, bandwidth_gbps);
   o << "I/O floor per token " << buf << "\n";
   return o.str();

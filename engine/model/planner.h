@@ -6,10 +6,10 @@
 // size in memory (1 byte saved per byte held); an expert-cache slot saves an expert only
 // when the router picks it again (top_k / num_experts per byte held, for uniform routing).
 // So the plan fills the budget in that order:
-//   1. the minimum: sequence state and scratch, one buffer for a streamed trunk unit (the
-//      largest) and one expert buffer; reads and compute then take turns;
-//   2. overlap: a second trunk buffer (the next unit reads while one computes), a second
-//      expert buffer, then up to top_k so that a layer's misses are all read at once;
+//   1. the minimum: sequence state and scratch, a ring of two buffers the size of the
+//      largest trunk unit (the next unit is read while one computes) and two expert
+//      buffers (one reads while one computes): below it the disk would sit idle;
+//   2. more expert buffers, up to top_k, so that a layer's misses are all read at once;
 //   3. pinned trunk units, largest first (pinning the largest also shrinks the ring);
 //   4. expert-cache slots, spread evenly over the MoE layers.
 // The plan never changes the tokens: only where bytes come from.
@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/layout.h"
+#include "engine/moe/routing_profile.h"
 #include "engine/util/status.h"
 
 namespace nj {
@@ -30,7 +31,14 @@ struct PlanOptions {
   int prefill_chunk = 64;   // as SessionOptions: scratch grows with it
   int max_context = 4096;   // positions of MLA cache reserved (the state grows 55 KB/position for K3)
   bool all_logits = false;  // `logits` keeps [chunk][vocab] rows
+  int ring_slots = 2;        // trunk units in memory at once when streaming: one computes while the
+                             // others read (2 is the least that overlaps; more reads further ahead)
+  int min_expert_buffers = 2;  // expert buffers in the minimum (capped at top_k): how many of a
+                               // layer's missing experts can be read at once at the minimum
   double bandwidth_gbps = 2.6;  // device read bandwidth for the predicted seconds per token
+  // Measured routing of this workload; without it the cache prediction assumes uniform
+  // routing (hit rate = slots / num_experts), which real routers usually beat.
+  const RoutingProfile* routing = nullptr;
 };
 
 struct ResidencyPlan {
@@ -58,7 +66,8 @@ struct ResidencyPlan {
   uint64_t predicted_trunk_bytes_per_token = 0;
   uint64_t predicted_expert_bytes_per_token = 0;
   uint64_t predicted_bytes_per_token() const { return predicted_trunk_bytes_per_token + predicted_expert_bytes_per_token; }
-  double predicted_expert_hit_rate = 0;  // mean over MoE layers, uniform routing
+  double predicted_expert_hit_rate = 0;  // mean over MoE layers
+  bool routing_profile_used = false;
   double bandwidth_gbps = 0;
   double predicted_seconds_per_token = 0;  // the I/O floor: bytes / bandwidth
 

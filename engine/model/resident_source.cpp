@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <xxhash.h>
+
 #include "engine/model/dtype.h"
 
 namespace nj {
@@ -11,15 +13,25 @@ Status read_unit(std::span<const std::unique_ptr<RandomAccessFile>> files, const
                  uint8_t* buffer) {
   for (const Extent& e : unit.extents)
     NJ_RETURN_IF_ERROR(files[e.file]->read_at(e.file_offset, buffer + e.buffer_offset, e.length));
-  return Status();
+  return verify_unit(unit, buffer, files[unit.extents.empty() ? 0 : unit.extents[0].file]->path());
+}
+
+Status verify_unit(const UnitLayout& unit, const uint8_t* buffer, const std::string& file) {
+  if (!unit.verify) return Status();
+  const uint64_t h = XXH3_64bits(buffer, static_cast<size_t>(unit.checksum_bytes));
+  if (h == unit.checksum) return Status();
+  return corruption(file + ": the packed unit at offset " +
+                    std::to_string(unit.extents.empty() ? 0 : unit.extents[0].file_offset) +
+                    " fails its checksum (the pack is damaged: rerun `nightjar pack`, or delete it to read the "
+                    "shards)");
 }
 
 Result<std::unique_ptr<ResidentSource>> ResidentSource::open(const CheckpointIndex& index,
                                                              const ModelLayout& layout) {
   std::unique_ptr<ResidentSource> src(new ResidentSource(layout));
   std::vector<std::unique_ptr<RandomAccessFile>> files;
-  for (const auto& f : index.files()) {
-    NJ_ASSIGN_OR_RETURN(auto file, open_random_access(f.path, IoMode::kBuffered));
+  for (const auto& path : layout.file_paths(index)) {
+    NJ_ASSIGN_OR_RETURN(auto file, open_random_access(path, IoMode::kBuffered));
     files.push_back(std::move(file));
   }
   const ModelConfig& c = layout.config();

@@ -11,9 +11,14 @@
 
 namespace nj {
 
-// Reads one unit's extents from `files` into `buffer` (at least unit.buffer_bytes).
+// Reads one unit's extents from `files` into `buffer` (at least unit.buffer_bytes), and
+// verifies it when it is a packed unit.
 Status read_unit(std::span<const std::unique_ptr<RandomAccessFile>> files, const UnitLayout& unit,
                  uint8_t* buffer);
+
+// Checks a packed unit's bytes against its checksum (a no-op for other units). Corruption
+// naming `file` on a mismatch.
+Status verify_unit(const UnitLayout& unit, const uint8_t* buffer, const std::string& file);
 
 class ResidentSource final : public WeightSource {
  public:

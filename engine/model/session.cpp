@@ -64,6 +64,7 @@ Session::Session(Model& model, SessionOptions options)
     : model_(model), options_(options), state_(SequenceState::empty(model.config())),
       ws_(std::make_unique<Workspace>()) {
   if (options_.prefill_chunk < 1) options_.prefill_chunk = 1;
+  if (options_.record_routing) routing_ = RoutingProfile(model.config().layers, model.config().num_experts);
 }
 
 Session::~Session() = default;
@@ -140,7 +141,8 @@ Status Session::forward_chunk(std::span<const int32_t> ids, float* logits_out, b
     if (w.is_dense) {
       ffn_forward(c, w.dense, ws.xn.data(), T, ws.a.data(), ws.layer);
     } else {
-      NJ_RETURN_IF_ERROR(moe_forward(c, l, w.moe, src, ws.xn.data(), T, ws.a.data(), ws.layer, &moe));
+      NJ_RETURN_IF_ERROR(moe_forward(c, l, w.moe, src, ws.xn.data(), T, ws.a.data(), ws.layer, &moe,
+                                     options_.record_routing ? &routing_ : nullptr));
     }
     for (size_t i = 0; i < th; ++i) ws.prefix[i] = ws.prefix[i] + ws.a[i];
     std::copy_n(ws.prefix.data(), th, ws.h.data());
@@ -167,6 +169,7 @@ Status Session::forward_chunk(std::span<const int32_t> ids, float* logits_out, b
   const double total = std::chrono::duration<double>(Clock::now() - t_start).count();
   wait += moe.wait_s;
   stats_.tokens += static_cast<uint64_t>(T);
+  if (options_.record_routing && T == 1) routing_.add_tokens(1);
   stats_.passes += 1;
   stats_.wait_s += wait;
   stats_.compute_s += total - wait;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/model/model.h"
+#include "engine/moe/routing_profile.h"
 #include "engine/state/sequence_state.h"
 
 namespace nj {
@@ -20,6 +21,8 @@ struct SessionOptions {
   // Tokens per prefill pass. Each pass reads every trunk layer once and each needed expert
   // once, so larger chunks read less per token; scratch memory grows linearly with it.
   int prefill_chunk = 64;
+  // Record which experts each pass requests (RoutingProfile), for `plan --routing-profile`.
+  bool record_routing = false;
 };
 
 // Timings and counts of the work a session did.
@@ -55,6 +58,8 @@ class Session {
   void set_state(SequenceState state) { state_ = std::move(state); }
   Model& model() { return model_; }
   const ForwardStats& stats() const { return stats_; }
+  // Empty unless SessionOptions::record_routing.
+  const RoutingProfile& routing_profile() const { return routing_; }
 
  private:
   struct Workspace;
@@ -65,6 +70,7 @@ class Session {
   SequenceState state_;
   std::unique_ptr<Workspace> ws_;
   ForwardStats stats_;
+  RoutingProfile routing_;
 };
 
 }  // namespace nj

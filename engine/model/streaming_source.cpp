@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/model/dtype.h"
+#include "engine/model/resident_source.h"
 
 namespace nj {
 namespace {
@@ -50,14 +51,15 @@ std::shared_ptr<ReadTicket> StreamingSource::read_unit_async(const UnitLayout& u
 Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const CheckpointIndex& index, const ModelLayout& layout,
                                                                const ResidencyPlan& plan, StreamingOptions options) {
   std::unique_ptr<StreamingSource> s(new StreamingSource(index, layout, plan, std::move(options)));
-  for (const auto& f : index.files()) {
-    NJ_ASSIGN_OR_RETURN(auto file, s->options_.open_file(f.path));
+  for (const auto& path : layout.file_paths(index)) {
+    NJ_ASSIGN_OR_RETURN(auto file, s->options_.open_file(path));
     s->files_.push_back(std::move(file));
   }
   s->pool_ = std::make_unique<ReadPool>(s->options_.io_threads, s->options_.chunk_bytes);
   const ModelConfig& c = layout.config();
   const int n = s->units();
 
+  s->verified_.assign(static_cast<size_t>(n), false);
   // Pinned units: read them all now, in parallel.
   s->pinned_buf_.resize(static_cast<size_t>(n));
   s->pinned_layer_.resize(static_cast<size_t>(c.layers));
@@ -72,6 +74,7 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const CheckpointI
   for (int u = 0; u < n; ++u) {
     if (!plan.pinned[static_cast<size_t>(u)]) continue;
     const uint8_t* bytes = s->pinned_buf_[static_cast<size_t>(u)].data();
+    NJ_RETURN_IF_ERROR(s->verify_locked(u, bytes));
     if (u == c.layers) {
       s->pinned_head_ = std::make_shared<HeadWeights>(materialize_head(c, layout.head(), bytes));
       s->stats_.head_bytes_read += layout.head().unit.tensor_bytes;
@@ -91,6 +94,15 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const CheckpointI
   s->stats_.layer_misses.assign(static_cast<size_t>(c.layers), 0);
   s->embed_buf_ = AlignedBuffer(align_up(layout.embedding_row_bytes(), kDirectAlign) + kDirectAlign);
   return s;
+}
+
+// Packed units are checked once per process (pack.h).
+Status StreamingSource::verify_locked(int u, const uint8_t* bytes) {
+  const UnitLayout& ul = unit_layout(u);
+  if (!ul.verify || verified_[static_cast<size_t>(u)]) return Status();
+  NJ_RETURN_IF_ERROR(verify_unit(ul, bytes, files_[ul.extents[0].file]->path()));
+  verified_[static_cast<size_t>(u)] = true;
+  return Status();
 }
 
 // --- trunk ring ---
@@ -169,6 +181,13 @@ Result<int> StreamingSource::acquire_unit(int u) {
     return st;
   }
   const ModelConfig& c = layout_.config();
+  if (!slot.head_view && !slot.layer_view) {
+    if (Status v = verify_locked(u, slot.buf.data()); !v.ok()) {
+      slot.refs--;
+      slot.unit = -1;
+      return v;
+    }
+  }
   if (u == c.layers && !slot.head_view) {
     slot.head_view = std::make_shared<HeadWeights>(materialize_head(c, layout_.head(), slot.buf.data()));
     stats_.head_bytes_read += layout_.head().unit.tensor_bytes;

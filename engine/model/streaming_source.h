@@ -89,6 +89,7 @@ class StreamingSource final : public WeightSource {
   void pump_locked(int layer);
   void issue_expert_locked(int b, int layer, int e);
   void release_expert(int b);
+  Status verify_locked(int u, const uint8_t* bytes);
 
   const CheckpointIndex& index_;
   const ModelLayout& layout_;
@@ -106,6 +107,7 @@ class StreamingSource final : public WeightSource {
   std::vector<std::unordered_map<int, int>> where_;  // [layer]: expert → buffer
   std::vector<std::deque<int>> pending_;             // [layer]: announced, not yet issued
   uint64_t tick_ = 0;
+  std::vector<bool> verified_;  // [units]: packed unit checked in this process
   AlignedBuffer embed_buf_;
   WeightStats stats_;
 };

@@ -15,7 +15,8 @@ enum Buf : size_t { kScores, kWeights, kZ, kGather, kG, kU, kY, kExpertOut, kAcc
 }  // namespace
 
 Status moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, WeightSource& source,
-                   const float* x, int T, float* out, Scratch& s, MoeCounters* counters) {
+                   const float* x, int T, float* out, Scratch& s, MoeCounters* counters,
+                   RoutingProfile* profile) {
   const int E = c.num_experts, k = c.top_k, lat = c.latent, mi = c.moe_inter, hid = c.hidden;
   const size_t hs = static_cast<size_t>(hid), ls = static_cast<size_t>(lat);
   // s = σ(gate · x) on the full-width x; selection with the bias; renormalized weights.
@@ -39,6 +40,7 @@ Status moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, WeightS
   std::vector<int> needed;
   for (int e = 0; e < E; ++e)
     if (!users[static_cast<size_t>(e)].empty()) needed.push_back(e);
+  if (profile) profile->record(layer, needed, /*count=*/T == 1);
   source.will_need_experts(layer, needed);
 
   float* expert_out = s.get(kExpertOut, static_cast<size_t>(T) * static_cast<size_t>(k) * ls);  // [T][k][latent]

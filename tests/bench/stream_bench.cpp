@@ -1,6 +1,8 @@
 // One budget's decode run for tests/bench/run_stream_bench.sh (which drops the page cache
 // before each run, measures the device, and prints the table). Prints one JSON object:
-//   stream_bench --model DIR --memory SIZE|all [--tokens N] [--prompt N] [--bandwidth GBps]
+//   stream_bench --model DIR --memory SIZE|min|all [--tokens N] [--prompt N] [--bandwidth GBps]
+//                [--routing-profile F] [--save-routing-profile F]
+//   stream_bench --model DIR --seq-probe     sequential O_DIRECT read of every model file
 #include <omp.h>
 
 #include <cstdio>
@@ -10,6 +12,9 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "engine/io/file.h"
+#include "engine/io/probe.h"
 
 #include "engine/model/sampler.h"
 #include "engine/model/session.h"
@@ -28,18 +33,45 @@ uint64_t total_read(const WeightStats& w) {
 
 int main(int argc, char** argv) {
   reexec_with_passive_omp_wait(argv);
-  std::string dir, memory = "all";
+  omp_set_num_threads(calibrate_compute_threads());  // as the nightjar program does
+  std::string dir, memory = "all", profile_in, profile_out;
+  bool seq_probe = false;
+  int chunk_kib = 0, io_threads = 0, ring_slots = 2, min_experts = 2;
   int tokens = 12, prompt_len = 4;
   double bandwidth = 2.6;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--model")) dir = argv[i + 1];
-    if (!std::strcmp(argv[i], "--memory")) memory = argv[i + 1];
-    if (!std::strcmp(argv[i], "--tokens")) tokens = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--prompt")) prompt_len = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--bandwidth")) bandwidth = std::atof(argv[i + 1]);
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--seq-probe") {
+      seq_probe = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "stream_bench: %s needs a value\n", flag.c_str());
+      return 2;
+    }
+    const char* v = argv[++i];
+    if (flag == "--model") dir = v;
+    else if (flag == "--memory") memory = v;
+    else if (flag == "--tokens") tokens = std::atoi(v);
+    else if (flag == "--prompt") prompt_len = std::atoi(v);
+    else if (flag == "--bandwidth") bandwidth = std::atof(v);
+    else if (flag == "--routing-profile") profile_in = v;
+    else if (flag == "--save-routing-profile") profile_out = v;
+    else if (flag == "--chunk-kib") chunk_kib = std::atoi(v);
+    else if (flag == "--io-threads") io_threads = std::atoi(v);
+    else if (flag == "--ring-slots") ring_slots = std::atoi(v);
+    else if (flag == "--min-experts") min_experts = std::atoi(v);
+    else {
+      std::fprintf(stderr, "stream_bench: unknown flag %s\n", flag.c_str());
+      return 2;
+    }
   }
   ModelOptions o;
+  if (chunk_kib > 0) o.streaming.chunk_bytes = static_cast<size_t>(chunk_kib) << 10;
+  if (io_threads > 0) o.streaming.io_threads = io_threads;
   o.plan.prefill_chunk = prompt_len;
+  o.plan.ring_slots = ring_slots;
+  o.plan.min_expert_buffers = min_experts;
   o.plan.max_context = prompt_len + tokens;
   o.plan.bandwidth_gbps = bandwidth;
   if (memory != "all" && memory != "min") {
@@ -50,10 +82,38 @@ int main(int argc, char** argv) {
     }
     o.memory_bytes = *b;
   }
+  auto config = load_model_config(dir);
+  auto index = CheckpointIndex::open(dir);
+  if (!config.ok() || !index.ok()) return 1;
+  if (seq_probe) {  // the device as the model's own files see it: whole files, O_DIRECT, cold
+    uint64_t bytes = 0;
+    double secs = 0;
+    for (const auto& f : index->files()) {
+      auto g = measure_file_read_gbps(f.path, /*direct=*/true, /*drop_cache=*/true, f.size);
+      if (!g.ok()) {
+        std::fprintf(stderr, "%s\n", g.status().to_string().c_str());
+        return 1;
+      }
+      bytes += f.size;
+      secs += static_cast<double>(f.size) / (*g * 1e9);
+    }
+    std::printf("{\"seq_direct_gbps\": %.4f, \"bytes\": %llu}\n", static_cast<double>(bytes) / secs / 1e9,
+                static_cast<unsigned long long>(bytes));
+    return 0;
+  }
+  RoutingProfile routing;
+  if (!profile_in.empty()) {
+    auto text = read_small_file(profile_in);
+    auto parsed = text.ok() ? RoutingProfile::parse(*text, profile_in, model_fingerprint(*config, *index))
+                            : Result<RoutingProfile>(text.status());
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "%s\n", parsed.status().to_string().c_str());
+      return 1;
+    }
+    routing = std::move(parsed).value();
+    o.plan.routing = &routing;
+  }
   if (memory == "min") {
-    auto config = load_model_config(dir);
-    auto index = CheckpointIndex::open(dir);
-    if (!config.ok() || !index.ok()) return 1;
     auto layout = ModelLayout::build(*config, *index);
     auto plan = plan_residency(*layout, 0, o.plan);
     if (!layout.ok() || !plan.ok()) return 1;
@@ -67,7 +127,10 @@ int main(int argc, char** argv) {
   }
   const double open_s = bench::now_s() - t_open;
   const int vocab = (*model)->config().vocab;
-  Session s(**model, SessionOptions{prompt_len});
+  SessionOptions so;
+  so.prefill_chunk = prompt_len;
+  so.record_routing = !profile_out.empty();
+  Session s(**model, so);
   std::vector<int32_t> prompt;
   for (int i = 0; i < prompt_len; ++i) prompt.push_back((i * 7919 + 13) % vocab);
   if (!s.feed(prompt).ok()) return 1;
@@ -112,6 +175,14 @@ int main(int argc, char** argv) {
   j["peak_rss_bytes"] = peak_rss_bytes();
   j["planned_bytes"] = plan.total_bytes();
   j["tokens"] = tokens;
+  j["hit_rate_model"] = plan.routing_profile_used ? "routing profile" : "uniform routing";
   std::printf("%s\n", j.dump().c_str());
+  if (!profile_out.empty()) {
+    std::FILE* f = std::fopen(profile_out.c_str(), "w");
+    if (!f) return 1;
+    const std::string text = s.routing_profile().to_json((*model)->fingerprint());
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
   return 0;
 }
