@@ -19,11 +19,9 @@ Result<JobKind> parse_job_kind(const std::string& name) {
 }
 
 nlohmann::json generate_params_to_json(const GenerateParams& p) {
-  return {{"max_tokens", p.max_tokens},
-          {"temperature", p.sampling.temperature},
-          {"top_k", p.sampling.top_k},
-          {"top_p", p.sampling.top_p},
-          {"seed", p.sampling.seed}};
+  return {{"max_tokens", p.max_tokens}, {"temperature", p.sampling.temperature},
+          {"top_k", p.sampling.top_k},  {"top_p", p.sampling.top_p},
+          {"seed", p.sampling.seed},    {"ignore_eos", p.ignore_eos}};
 }
 
 Result<GenerateParams> generate_params_from_json(const nlohmann::json& j) {
@@ -42,6 +40,11 @@ Result<GenerateParams> generate_params_from_json(const nlohmann::json& j) {
   NJ_RETURN_IF_ERROR(field("top_k", p.sampling.top_k));
   NJ_RETURN_IF_ERROR(field("top_p", p.sampling.top_p));
   NJ_RETURN_IF_ERROR(field("seed", p.sampling.seed));
+  if (auto it = j.find("ignore_eos"); it != j.end()) {
+    if (!it->is_boolean())
+      return invalid_argument("item parameters: 'ignore_eos' is not true or false");
+    p.ignore_eos = it->get<bool>();
+  }
   if (p.max_tokens < 1) return invalid_argument("item parameters: max_tokens < 1");
   NJ_RETURN_IF_ERROR(validate_sampling(p.sampling).with_context("item parameters"));
   return p;

@@ -29,6 +29,9 @@ Result<JobKind> parse_job_kind(const std::string& name);
 struct GenerateParams {
   int max_tokens = 64;      // a short answer unless the spec asks for more
   SamplingParams sampling;  // temperature 0 (greedy), top_k 0, top_p 1, seed 0
+  // Generation stops at the tokenizer's end-of-sequence token (as `nightjar generate` does)
+  // unless this is set; a model without a tokenizer always runs to max_tokens.
+  bool ignore_eos = false;
 };
 
 // Stored with each item as JSON:

@@ -32,6 +32,7 @@ void read_generate_params(MapReader& map, GenerateParams& params) {
       params.sampling.top_p = static_cast<float>(*v);
   }
   if (auto v = map.unsigned_integer("seed", Need::kOptional)) params.sampling.seed = *v;
+  if (auto v = map.boolean("ignore_eos", Need::kOptional)) params.ignore_eos = *v;
 }
 
 void read_prompt(MapReader& item, ItemSpec& out) {

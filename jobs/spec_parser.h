@@ -15,6 +15,8 @@
 //     top_k: N                 0 = no limit (default)
 //     top_p: X                 in (0, 1], 1 = no limit (default)
 //     seed: N                  RNG seed (unsigned 64-bit), default 0
+//     ignore_eos: BOOL         keep generating past the end-of-sequence token (default false:
+//                              stop there, when the model has a tokenizer)
 //   items:                     required, at least one
 //     - id: TEXT               required, unique within the job (the result's custom_id)
 //       prompt: TEXT           the prompt as text (tokenized at submit with the model's

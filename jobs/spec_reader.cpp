@@ -131,6 +131,17 @@ std::optional<int64_t> MapReader::integer(const std::string& key, int64_t min, i
   return read_integer(errors_, *v, key_path(key), min, max);
 }
 
+std::optional<bool> MapReader::boolean(const std::string& key, Need need) {
+  auto v = get(key, need);
+  if (!v) return std::nullopt;
+  bool value = false;
+  if (!v->IsScalar() || !YAML::convert<bool>::decode(*v, value)) {
+    errors_.add(*v, key_path(key), "expected true or false, got " + quoted_scalar(*v));
+    return std::nullopt;
+  }
+  return value;
+}
+
 std::optional<uint64_t> MapReader::unsigned_integer(const std::string& key, Need need) {
   auto v = get(key, need);
   if (!v) return std::nullopt;

@@ -63,6 +63,7 @@ class MapReader {
   std::optional<std::string> string(const std::string& key, Need need);
   std::optional<int64_t> integer(const std::string& key, int64_t min, int64_t max, Need need);
   std::optional<uint64_t> unsigned_integer(const std::string& key, Need need);
+  std::optional<bool> boolean(const std::string& key, Need need);
   std::optional<double> number(const std::string& key, double min, double max, Need need);
 
   // Reports every key no read asked for ("unknown key 'x' (known: a, b, c)").

@@ -85,6 +85,7 @@ class ItemRun {
   std::unique_ptr<Session> session_;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<ItemCheckpointWriter> writer_;
+  int32_t eos_ = -1;                  // the token that ends the output (-1: none)
   int64_t checkpoint_position_ = -1;  // position of the newest checkpoint (-1: none)
   Clock::time_point last_checkpoint_ = Clock::now();
   Clock::time_point last_commit_ = Clock::now();
@@ -311,7 +312,8 @@ ItemReport ItemRun::lost() {
 }
 
 Result<ItemReport> ItemRun::finish() {
-  NewResult result{"length", static_cast<int64_t>(prompt_.size()), std::nullopt};
+  const bool at_eos = !output_.empty() && output_.back() == eos_;
+  NewResult result{at_eos ? "stop" : "length", static_cast<int64_t>(prompt_.size()), std::nullopt};
   if (env_.tokenizer) result.output_text = env_.tokenizer->decode(output_);
   NJ_ASSIGN_OR_RETURN(bool owned, env_.store.finish_item(item_.id, env_.owner, progress(), result));
   if (!owned) return lost();
@@ -336,8 +338,11 @@ Result<ItemReport> ItemRun::run() {
   StopControl::publish_tokens(static_cast<int64_t>(output_.size()));
   env_.progress.begin_item(label_, static_cast<int64_t>(output_.size()), params_.max_tokens);
 
-  if (static_cast<int64_t>(output_.size()) == params_.max_tokens)
-    return finish();  // died just before finishing
+  eos_ = env_.tokenizer && !params_.ignore_eos ? env_.tokenizer->eos_id() : -1;
+  // Every token stored, only the finish missing (a crash between the two).
+  if (static_cast<int64_t>(output_.size()) == params_.max_tokens ||
+      (!output_.empty() && output_.back() == eos_))
+    return finish();
   auto restored = restore();
   if (!restored.ok()) {
     if (restored.status().code() == StatusCode::kCancelled) return lost();
@@ -394,7 +399,7 @@ Result<ItemReport> ItemRun::run() {
     output_.push_back(sampler_->sample(session_->last_logits()));
     ++generated_now_;
     StopControl::publish_tokens(static_cast<int64_t>(output_.size()));
-    if (static_cast<int64_t>(output_.size()) == params_.max_tokens) {
+    if (static_cast<int64_t>(output_.size()) == params_.max_tokens || output_.back() == eos_) {
       decode_s_ += seconds_since(t0);
       break;  // the last token needs no forward pass
     }

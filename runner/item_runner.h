@@ -10,7 +10,8 @@
 //   generate  sample -> feed -> every commit_tokens / commit_interval_s: store the tokens;
 //             every checkpoint_tokens / checkpoint_interval_s: store the tokens, write the
 //             state file (durably), then its row.
-//   finish    the last tokens, the result and state 'done' in one transaction.
+//   finish    at max_tokens or the end-of-sequence token: the last tokens, the result and
+//             state 'done' in one transaction.
 //   stop      (signal or deadline, checked after every token and between prefill chunks)
 //             checkpoint, store the tokens, put the item back in the queue.
 //

@@ -81,7 +81,7 @@ CREATE TABLE checkpoints (
 -- One result per item, inserted in the same transaction that moves the item to 'done'.
 CREATE TABLE results (
   item_id          INTEGER PRIMARY KEY REFERENCES items(id),
-  finish_reason    TEXT    NOT NULL,           -- 'length' (max_tokens reached)
+  finish_reason    TEXT    NOT NULL,           -- 'length' (max_tokens) or 'stop' (end of sequence)
   prompt_tokens    INTEGER NOT NULL,
   output_tokens    INTEGER NOT NULL,
   output_ids       BLOB    NOT NULL,           -- int32 little-endian, equal to `tokens`

@@ -134,7 +134,8 @@ def _generate(binary, model, item, threads):
     args = [binary, "generate", "--model", str(model), "--prompt-ids", ",".join(map(str, item["prompt_ids"])),
             "--max-tokens", str(item.get("max_tokens", 64)), "--temperature", str(item.get("temperature", 0)),
             "--seed", str(item.get("seed", 0)), "--top-k", str(item.get("top_k", 0)),
-            "--top-p", str(item.get("top_p", 1)), "--threads", str(threads), "--output", "json"]
+            "--top-p", str(item.get("top_p", 1)), "--threads", str(threads), "--output", "json",
+            *(["--ignore-eos"] if item.get("ignore_eos") else [])]
     p = subprocess.run(args, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise AssertionError(f"generate failed: {p.stderr}")

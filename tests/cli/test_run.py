@@ -289,6 +289,24 @@ class Run(unittest.TestCase):
                                capture_output=True, text=True, check=True)
         self.assertEqual(r["output_text"], json.loads(detok.stdout)["text"])
 
+    def test_generation_stops_at_the_end_of_sequence_token_unless_ignore_eos(self):
+        base = {"prompt_ids": [5, 6], "max_tokens": 300, "temperature": 5.0}
+        for seed in range(200):  # a seed whose generation samples EOS before max_tokens
+            ref = njtest.reference_output(ARGS.bin, TOK_MODEL, dict(base, seed=seed))
+            if len(ref) < base["max_tokens"]:
+                break
+        else:
+            self.skipTest("no seed below 200 reaches the end-of-sequence token")
+        items = [dict(base, id="stops", seed=seed), dict(base, id="ignores", seed=seed, ignore_eos=True)]
+        job = self.nj.submit(njtest.write_spec(os.path.join(self.dir, "job.yaml"), "eos", TOK_MODEL, items))
+        p = self.nj.run("run", *RUN, "--drain")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        stops, ignores = self.nj.results(job)
+        self.assertEqual((stops["finish_reason"], stops["output_ids"]), ("stop", ref))
+        self.assertEqual(ignores["finish_reason"], "length")
+        self.assertEqual(ignores["output_ids"], njtest.reference_output(ARGS.bin, TOK_MODEL, items[1]))
+        self.assertEqual(ignores["output_ids"][:len(ref)], ref)
+
     def test_bad_run_options_are_usage_errors(self):
         for args in (["--until", "25:00"], ["--max-items", "0"], ["--simd", "mmx"]):
             p = self.nj.run("run", *args)

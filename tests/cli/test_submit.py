@@ -85,7 +85,8 @@ class Submit(unittest.TestCase):
         self.assertEqual(st["job"]["tokens_planned"], 13)
         self.assertEqual([i["custom_id"] for i in st["items"]], ["a", "b"])
         params = {cid: json.loads(p) for cid, p in nj.query("SELECT custom_id, params FROM items")}
-        self.assertEqual(params["a"], {"max_tokens": 5, "temperature": 0.5, "top_k": 0, "top_p": 1.0, "seed": 9})
+        self.assertEqual(params["a"], {"max_tokens": 5, "temperature": 0.5, "top_k": 0, "top_p": 1.0, "seed": 9,
+                                       "ignore_eos": False})
         self.assertEqual(params["b"]["max_tokens"], 8)
         self.assertEqual(params["b"]["temperature"], 0)
         self.assertEqual(params["b"]["seed"], 9)

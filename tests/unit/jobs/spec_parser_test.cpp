@@ -25,6 +25,7 @@ items:
     top_k: 40
     top_p: 0.9
     seed: 18446744073709551615
+    ignore_eos: true
 )";
 
 TEST_CASE("a valid spec parses with defaults, per-item overrides and a resolved model path",
@@ -53,6 +54,8 @@ TEST_CASE("a valid spec parses with defaults, per-item overrides and a resolved 
   CHECK(b.params.sampling.top_k == 40);
   CHECK(b.params.sampling.top_p == 0.9f);
   CHECK(b.params.sampling.seed == 18446744073709551615ull);
+  CHECK(b.params.ignore_eos);
+  CHECK_FALSE(a.params.ignore_eos);
 }
 
 TEST_CASE("absent optional keys take their documented defaults", "[jobs][spec]") {
@@ -101,6 +104,9 @@ TEST_CASE("every spec error names the file, line and column of the offending tex
       {"name: x\nmodel: /m\nkind: generate\ndefaults: {seed: -1}\nitems:\n  - {id: a, prompt_ids: "
        "[1]}\n",
        "s.yaml:4:18", "defaults.seed: expected a whole number >= 0"},
+      {"name: x\nmodel: /m\nkind: generate\ndefaults: {ignore_eos: maybe}\nitems:\n  - {id: a, "
+       "prompt_ids: [1]}\n",
+       "s.yaml:4:24", "defaults.ignore_eos: expected true or false, got 'maybe'"},
       {"name: x\nmodel: /m\nkind: generate\nmemory: lots\nitems:\n  - {id: a, prompt_ids: [1]}\n",
        "s.yaml:4:9", "memory: "},
       {"name: x\nmodel: /m\nkind: classify\nitems:\n  - {id: a, prompt_ids: [1]}\n", "s.yaml:3:7",
@@ -151,6 +157,7 @@ TEST_CASE("item settings round-trip through their stored JSON form", "[jobs][spe
   GenerateParams p;
   p.max_tokens = 99;
   p.sampling = {0.25f, 3, 0.5f, 1ull << 63};
+  p.ignore_eos = true;
   auto back = generate_params_from_json(nlohmann::json::parse(generate_params_to_json(p).dump()));
   REQUIRE(back.ok());
   CHECK(back->max_tokens == 99);
@@ -158,6 +165,7 @@ TEST_CASE("item settings round-trip through their stored JSON form", "[jobs][spe
   CHECK(back->sampling.top_k == 3);
   CHECK(back->sampling.top_p == 0.5f);
   CHECK(back->sampling.seed == (1ull << 63));
+  CHECK(back->ignore_eos);
   CHECK_FALSE(generate_params_from_json(nlohmann::json::parse(R"({"max_tokens": 1})")).ok());
   CHECK_FALSE(generate_params_from_json(
                   nlohmann::json::parse(
