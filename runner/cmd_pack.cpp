@@ -10,6 +10,7 @@
 #include "engine/model/checkpoint_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
+#include "engine/model/model.h"
 #include "engine/model/pack.h"
 #include "engine/util/units.h"
 #include "runner/commands.h"
@@ -32,13 +33,9 @@ void add_pack_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
   sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(sub, [a]() -> int {
     const std::string out = a->out.empty() ? a->model : a->out;
-    auto config = load_model_config(a->model);
-    if (!config.ok()) return report_failure(config.status());
-    auto index = CheckpointIndex::open(a->model);
-    if (!index.ok()) return report_failure(index.status());
-    auto layout = ModelLayout::build(*config, *index);
-    if (!layout.ok()) return report_failure(layout.status());
-    auto stats = write_trunk_pack(*Env::posix(), *index, *layout, out);
+    auto headers = open_model_headers(a->model, /*use_pack=*/false, nullptr);  // pack from the shards
+    if (!headers.ok()) return report_failure(headers.status());
+    auto stats = write_trunk_pack(*Env::posix(), *headers->index, *headers->layout, out);
     if (!stats.ok()) return report_failure(stats.status());
     if (a->output == "json") {
       print_json({{"pack", out + "/" + kPackFile}, {"manifest", out + "/" + kPackManifest},

@@ -51,17 +51,11 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
       if (!b.ok()) return report_usage_error("--memory", b.status());
       budget = *b;
     }
-    auto config = load_model_config(a->model);
-    if (!config.ok()) return report_failure(config.status());
-    auto index = CheckpointIndex::open(a->model);
-    if (!index.ok()) return report_failure(index.status());
-    auto layout = ModelLayout::build(*config, *index);
-    if (!layout.ok()) return report_failure(layout.status());
-    std::string pack_reason;  // a valid packed trunk changes the units' read sizes
-    auto packed = use_trunk_pack(*Env::posix(), a->model, *index, &*layout,
-                                 static_cast<uint32_t>(index->files().size()), &pack_reason);
-    if (!packed.ok()) return report_failure(packed.status());
-    if (!pack_reason.empty()) spdlog::warn("not using the packed trunk: {}", pack_reason);
+    std::string pack_warning;  // a valid packed trunk changes the units' read sizes
+    auto headers = open_model_headers(a->model, /*use_pack=*/true, &pack_warning);
+    if (!headers.ok()) return report_failure(headers.status());
+    if (!pack_warning.empty()) spdlog::warn("not using the packed trunk: {}", pack_warning);
+    const ModelLayout& layout = *headers->layout;
     PlanOptions po;
     po.bandwidth_gbps = a->bandwidth;
     po.prefill_chunk = a->prefill_chunk;
@@ -71,16 +65,17 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
     if (!a->routing_profile.empty()) {
       auto text = read_small_file(a->routing_profile);
       if (!text.ok()) return report_failure(text.status());
-      auto parsed = RoutingProfile::parse(*text, a->routing_profile, model_fingerprint(*config, *index));
+      auto parsed = RoutingProfile::parse(*text, a->routing_profile,
+                                          model_fingerprint(headers->config, *headers->index));
       if (!parsed.ok()) return report_failure(parsed.status());
       routing = std::move(parsed).value();
       po.routing = &routing;
     }
-    auto plan = plan_residency(*layout, budget, po);
+    auto plan = plan_residency(layout, budget, po);
     if (!plan.ok()) {
       if (plan.status().code() == StatusCode::kResourceExhausted && a->output == "json") {
         // Still say what the minimum is, machine-readably.
-        auto min_plan = plan_residency(*layout, 0, po);
+        auto min_plan = plan_residency(layout, 0, po);
         if (min_plan.ok()) {
           print_json({{"error", plan.status().message()}, {"min_memory_bytes", min_plan->min_memory_bytes}});
         }

@@ -34,6 +34,21 @@ uint64_t model_fingerprint(const ModelConfig& c, const CheckpointIndex& index) {
   return XXH3_64bits(text.data(), text.size()) ^ index.layout_fingerprint();
 }
 
+Result<ModelHeaders> open_model_headers(const std::string& dir, bool use_pack, std::string* pack_warning) {
+  ModelHeaders h;
+  NJ_ASSIGN_OR_RETURN(h.config, load_model_config(dir));
+  NJ_ASSIGN_OR_RETURN(CheckpointIndex index, CheckpointIndex::open(dir));
+  h.index = std::make_unique<CheckpointIndex>(std::move(index));
+  NJ_ASSIGN_OR_RETURN(ModelLayout layout, ModelLayout::build(h.config, *h.index));
+  h.layout = std::make_unique<ModelLayout>(std::move(layout));
+  if (use_pack) {
+    NJ_ASSIGN_OR_RETURN(bool used, use_trunk_pack(*Env::posix(), dir, *h.index, h.layout.get(),
+                                                  static_cast<uint32_t>(h.index->files().size()), pack_warning));
+    (void)used;
+  }
+  return h;
+}
+
 Result<std::unique_ptr<Model>> Model::open(const std::string& dir, const ModelOptions& options) {
   std::unique_ptr<Model> m(new Model());
   m->dir_ = dir;

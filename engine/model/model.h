@@ -62,6 +62,16 @@ class Model {
 // The config fields that define the computation, as canonical text (hashed by fingerprint).
 std::string canonical_config_text(const ModelConfig& c);
 
+// A model directory's config, index and layout, without reading any weights (for `plan`
+// and `pack`). With `use_pack`, a valid packed trunk in `dir` is adopted as Model::open does
+// (a stale one is reported in `*pack_warning`).
+struct ModelHeaders {
+  ModelConfig config;
+  std::unique_ptr<CheckpointIndex> index;
+  std::unique_ptr<ModelLayout> layout;
+};
+Result<ModelHeaders> open_model_headers(const std::string& dir, bool use_pack, std::string* pack_warning);
+
 // Model::fingerprint() without opening the weights: the hash of the canonical config text
 // and of the index's layout.
 uint64_t model_fingerprint(const ModelConfig& c, const CheckpointIndex& index);

@@ -96,6 +96,15 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const CheckpointI
   return s;
 }
 
+Status StreamingSource::await(const std::shared_ptr<ReadTicket>& ticket) {
+  pool_->promote(ticket);  // the caller needs it now
+  const double t0 = now_s();
+  Status st = ticket->wait();
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.io_wait_s += now_s() - t0;
+  return st;
+}
+
 // Packed units are checked once per process (pack.h).
 Status StreamingSource::verify_locked(int u, const uint8_t* bytes) {
   const UnitLayout& ul = unit_layout(u);
@@ -168,12 +177,8 @@ Result<int> StreamingSource::acquire_unit(int u) {
     ticket = slot.ticket;
     prefetch_after_locked(u);
   }
-  pool_->promote(ticket);
-  const double t0 = now_s();
-  Status st = ticket->wait();
-  const double waited = now_s() - t0;
+  Status st = await(ticket);
   std::lock_guard<std::mutex> lock(mu_);
-  stats_.io_wait_s += waited;
   TrunkSlot& slot = ring_[static_cast<size_t>(slot_index)];
   if (!st.ok()) {
     slot.refs--;
@@ -334,12 +339,8 @@ Result<std::shared_ptr<const ExpertWeights>> StreamingSource::expert(int l, int 
     buf.uses++;
     ticket = buf.ticket;
   }
-  pool_->promote(ticket);
-  const double t0 = now_s();
-  Status st = ticket->wait();
-  const double waited = now_s() - t0;
+  Status st = await(ticket);
   std::lock_guard<std::mutex> lock(mu_);
-  stats_.io_wait_s += waited;
   ExpertBuf& buf = experts_[static_cast<size_t>(b)];
   if (!st.ok()) {
     buf.refs--;

@@ -90,6 +90,9 @@ class StreamingSource final : public WeightSource {
   void issue_expert_locked(int b, int layer, int e);
   void release_expert(int b);
   Status verify_locked(int u, const uint8_t* bytes);
+  // Waits for a read the caller needs now (moving it to the urgent queue); counts the wait.
+  // REQUIRES: mu_ not held.
+  Status await(const std::shared_ptr<ReadTicket>& ticket);
 
   const CheckpointIndex& index_;
   const ModelLayout& layout_;

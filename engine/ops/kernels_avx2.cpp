@@ -139,54 +139,7 @@ inline float mxfp4_row(const uint8_t* row, const uint8_t* scales, const float* x
   return mxfp4_finish(s);
 }
 
-template <MatFormat F>
-void matmul_rows_dense(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys,
-                       int r0, int r1) {
-  const uint8_t* base = static_cast<const uint8_t*>(W.data);
-  const size_t rb = W.row_bytes();
-  int r = r0;
-  for (; r + 4 <= r1; r += 4) {
-    const uint8_t* rows[4] = {base + rb * static_cast<size_t>(r), base + rb * static_cast<size_t>(r + 1),
-                              base + rb * static_cast<size_t>(r + 2), base + rb * static_cast<size_t>(r + 3)};
-    for (int t = 0; t < T; ++t) {
-      float out[4];
-      if constexpr (F == MatFormat::kBF16) bf16_rows<4>(rows, X + static_cast<size_t>(t) * xs, W.cols, out);
-      else dense_rows<F, 4>(rows, X + static_cast<size_t>(t) * xs, W.cols, out);
-      for (int k = 0; k < 4; ++k) Y[static_cast<size_t>(t) * ys + static_cast<size_t>(r + k)] = out[k];
-    }
-  }
-  for (; r < r1; ++r) {
-    const uint8_t* rows[1] = {base + rb * static_cast<size_t>(r)};
-    for (int t = 0; t < T; ++t) {
-      float* y = &Y[static_cast<size_t>(t) * ys + static_cast<size_t>(r)];
-      if constexpr (F == MatFormat::kBF16) bf16_rows<1>(rows, X + static_cast<size_t>(t) * xs, W.cols, y);
-      else dense_rows<F, 1>(rows, X + static_cast<size_t>(t) * xs, W.cols, y);
-    }
-  }
-}
-
-void matmul_rows_mxfp4(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys,
-                       int r0, int r1) {
-  const uint8_t* base = static_cast<const uint8_t*>(W.data);
-  const size_t rb = W.row_bytes();
-  const int nb = W.cols / 32;
-  for (int r = r0; r < r1; ++r) {  // one sequential stream, as in the AVX-512 kernel
-    const uint8_t* row = base + rb * static_cast<size_t>(r);
-    const uint8_t* scales = W.scales + static_cast<size_t>(nb) * static_cast<size_t>(r);
-    for (int t = 0; t < T; ++t)
-      Y[static_cast<size_t>(t) * ys + static_cast<size_t>(r)] = mxfp4_row(row, scales, X + static_cast<size_t>(t) * xs, nb);
-  }
-}
-
-void matmul_rows(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys, int r0,
-                 int r1) {
-  switch (W.format) {
-    case MatFormat::kF32: return matmul_rows_dense<MatFormat::kF32>(W, X, T, xs, Y, ys, r0, r1);
-    case MatFormat::kBF16: return matmul_rows_dense<MatFormat::kBF16>(W, X, T, xs, Y, ys, r0, r1);
-    case MatFormat::kF16: return matmul_rows_dense<MatFormat::kF16>(W, X, T, xs, Y, ys, r0, r1);
-    case MatFormat::kMxfp4: return matmul_rows_mxfp4(W, X, T, xs, Y, ys, r0, r1);
-  }
-}
+#include "engine/ops/kernels_rows.inc"
 
 float dot(const float* a, const float* b, int n) {
   const int nv = n / 16 * 16;
