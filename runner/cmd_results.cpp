@@ -42,7 +42,12 @@ nlohmann::json result_line(const ItemRow& item, const std::optional<ResultRow>& 
   t["wall_s"] = item.started_at && item.finished_at
                     ? nlohmann::json(*item.finished_at - *item.started_at)
                     : nlohmann::json(nullptr);
+  if (r && r->details_json) j["details"] = nlohmann::json::parse(*r->details_json, nullptr, false);
   j["timings"] = t;
+  const EngineUsage& u = item.usage;
+  j["engine"] = {{"io_wait_s", u.io_wait_s},       {"compute_s", u.compute_s},
+                 {"bytes_read", u.bytes_read},     {"tokens_fed", u.tokens_fed},
+                 {"decode_steps", u.decode_steps}};
   return j;
 }
 

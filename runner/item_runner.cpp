@@ -51,15 +51,18 @@ class ItemRun {
   Progress progress() const {
     return Progress{stored_,
                     std::span<const int32_t>(output_).subspan(static_cast<size_t>(stored_)),
-                    prefill_s_, decode_s_};
+                    prefill_s_, decode_s_, usage_};
   }
   void mark_stored() {
     stored_ = static_cast<int64_t>(output_.size());
     prefill_s_ = decode_s_ = 0;
+    usage_ = {};
     last_commit_ = Clock::now();
   }
 
   void fresh_session();
+  // session_->feed, adding what the engine did to usage_.
+  Status feed(std::span<const int32_t> ids, std::vector<float>* rows, bool decode);
   Result<std::optional<int64_t>> restore();
   Result<Step> catch_up();
   Result<Step> between_chunks();
@@ -82,6 +85,7 @@ class ItemRun {
   int64_t stored_ = 0;           // output_[0, stored_) is in the store
   int64_t generated_now_ = 0;
   double prefill_s_ = 0, decode_s_ = 0;  // engine time not yet recorded in the store
+  EngineUsage usage_;                    // engine work not yet recorded in the store
   std::unique_ptr<Session> session_;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<ItemCheckpointWriter> writer_;
@@ -96,6 +100,20 @@ class ItemRun {
 void ItemRun::fresh_session() {
   session_ = std::make_unique<Session>(env_.model, SessionOptions{env_.options.prefill_chunk});
   sampler_ = std::make_unique<Sampler>(params_.sampling);
+}
+
+Status ItemRun::feed(std::span<const int32_t> ids, std::vector<float>* rows, bool decode) {
+  const ForwardStats before = session_->stats();
+  const WeightStats wbefore = env_.model.weights().stats();
+  Status s = session_->feed(ids, rows);
+  const ForwardStats& after = session_->stats();
+  const WeightStats wafter = env_.model.weights().stats();
+  usage_.io_wait_s += after.wait_s - before.wait_s;
+  usage_.compute_s += after.compute_s - before.compute_s;
+  usage_.bytes_read += weight_bytes_read(wafter) - weight_bytes_read(wbefore);
+  usage_.tokens_fed += static_cast<int64_t>(after.tokens - before.tokens);
+  if (decode) ++usage_.decode_steps;
+  return s;
 }
 
 // Restores the item's checkpoint into a fresh session when it is usable: it verifies (the
@@ -224,8 +242,9 @@ Result<ItemRun::Step> ItemRun::catch_up() {
     const int64_t pos = session_->position();
     const int64_t n = std::min(chunk, p - pos);
     auto t0 = Clock::now();
-    Status s = session_->feed(std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(pos),
-                                                                        static_cast<size_t>(n)));
+    Status s = feed(std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(pos),
+                                                              static_cast<size_t>(n)),
+                    nullptr, /*decode=*/false);
     prefill_s_ += seconds_since(t0);
     if (!s.ok()) {
       divergence_ = s.message();
@@ -252,9 +271,9 @@ Result<ItemRun::Step> ItemRun::catch_up() {
     if (!check(k, session_->last_logits())) return Step::kDiverged;
     const int64_t n = std::min(chunk, m - k);
     auto t0 = Clock::now();
-    Status s = session_->feed(
+    Status s = feed(
         std::span<const int32_t>(output_).subspan(static_cast<size_t>(k), static_cast<size_t>(n)),
-        &rows);
+        &rows, /*decode=*/false);
     prefill_s_ += seconds_since(t0);
     if (!s.ok()) {
       divergence_ = s.message();
@@ -404,7 +423,7 @@ Result<ItemReport> ItemRun::run() {
       break;  // the last token needs no forward pass
     }
     const int32_t next[1] = {output_.back()};
-    Status s = session_->feed(next);
+    Status s = feed(next, nullptr, /*decode=*/true);
     decode_s_ += seconds_since(t0);
     if (!s.ok()) return fail(s.message());
     env_.progress.tokens(static_cast<int64_t>(output_.size()), params_.max_tokens);

@@ -83,7 +83,7 @@ Result<std::unique_ptr<Model>> open_model(const ModelArgs& args, const RunShape&
 
 nlohmann::json stats_json(Model& model, const ForwardStats& f) {
   const WeightStats w = model.weights().stats();
-  const uint64_t read = w.trunk_bytes_read + w.expert_bytes_read + w.embedding_bytes_read + w.head_bytes_read;
+  const uint64_t read = weight_bytes_read(w);
   const uint64_t lookups = w.expert_hits + w.expert_misses;
   nlohmann::json j;
   j["bytes_read"] = {{"trunk", w.trunk_bytes_read + w.head_bytes_read}, {"experts", w.expert_bytes_read},

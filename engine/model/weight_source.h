@@ -26,6 +26,11 @@ struct WeightStats {
   std::vector<uint64_t> layer_hits, layer_misses;  // per layer
 };
 
+// Every weight byte read from disk.
+inline uint64_t weight_bytes_read(const WeightStats& s) {
+  return s.trunk_bytes_read + s.expert_bytes_read + s.embedding_bytes_read + s.head_bytes_read;
+}
+
 class WeightSource {
  public:
   virtual ~WeightSource() = default;

@@ -27,7 +27,8 @@ const char* const kItemColumns =
     "i.attempts, "
     "i.claims, i.lease_owner, i.lease_expires, i.tokens_done, i.prefill_s, i.decode_s, "
     "i.last_error, "
-    "i.started_at, i.finished_at, json_extract(i.params, '$.max_tokens')";
+    "i.started_at, i.finished_at, json_extract(i.params, '$.max_tokens'), "
+    "i.io_wait_s, i.compute_s, i.bytes_read, i.tokens_fed, i.decode_steps";
 
 JobRow read_job(const Stmt& s, int c) {
   JobRow j;
@@ -66,6 +67,11 @@ ItemRow read_item(const Stmt& s, int c) {
   i.started_at = s.opt_real(c + 16);
   i.finished_at = s.opt_real(c + 17);
   i.max_tokens = s.int64(c + 18);
+  i.usage.io_wait_s = s.real(c + 19);
+  i.usage.compute_s = s.real(c + 20);
+  i.usage.bytes_read = static_cast<uint64_t>(s.int64(c + 21));
+  i.usage.tokens_fed = s.int64(c + 22);
+  i.usage.decode_steps = s.int64(c + 23);
   return i;
 }
 
@@ -402,7 +408,7 @@ Result<std::vector<CheckpointRow>> JobStore::checkpoints(int64_t item_id) {
 Result<std::optional<ResultRow>> JobStore::result(int64_t item_id) {
   NJ_ASSIGN_OR_RETURN(
       Stmt s, db_->prepare("SELECT finish_reason, prompt_tokens, output_tokens, output_ids, "
-                           "output_text, prefill_s, decode_s, created_at FROM results "
+                           "output_text, prefill_s, decode_s, created_at, details FROM results "
                            "WHERE item_id = ?"));
   s.bind(1, item_id);
   NJ_ASSIGN_OR_RETURN(bool row, s.step());
@@ -416,6 +422,7 @@ Result<std::optional<ResultRow>> JobStore::result(int64_t item_id) {
   r.prefill_s = s.real(5);
   r.decode_s = s.real(6);
   r.created_at = s.real(7);
+  r.details_json = s.opt_text(8);
   return std::optional<ResultRow>(std::move(r));
 }
 

@@ -8,11 +8,12 @@
 //        settings, created_at)
 //   items(id, job_id, seq, custom_id, input_text, prompt_ids, params, state, attempts,
 //         claims, lease_owner, lease_expires, tokens_done, prefill_s, decode_s,
-//         last_error, started_at, finished_at)     UNIQUE(job_id, custom_id)
+//         last_error, started_at, finished_at,
+//         io_wait_s, compute_s, bytes_read, tokens_fed, decode_steps)   UNIQUE(job_id, custom_id)
 //   tokens(item_id, pos, token_id)                  the append-only output log
 //   checkpoints(id, item_id, position, tokens_done, path, bytes, created_at)
 //   results(item_id, finish_reason, prompt_tokens, output_tokens, output_ids,
-//           output_text, prefill_s, decode_s, created_at)   at most one per item
+//           output_text, prefill_s, decode_s, created_at, details)   at most one per item
 //   events(id, at, job_id, item_id, kind, detail)
 //
 // Item states:  queued --claim--> running --finish--> done
@@ -81,6 +82,24 @@ struct JobRow {
   double created_at = 0;
 };
 
+// What the engine did for an item (002_engine_usage.sql): accumulated over all attempts in
+// the store, and handed over as a delta with every progress write.
+struct EngineUsage {
+  double io_wait_s = 0;      // blocked waiting for weights from disk
+  double compute_s = 0;      // in kernels
+  uint64_t bytes_read = 0;   // weight bytes read from disk
+  int64_t tokens_fed = 0;    // tokens consumed (prompt, replays, decode inputs)
+  int64_t decode_steps = 0;  // single-token passes after the prompt
+  EngineUsage& operator+=(const EngineUsage& o) {
+    io_wait_s += o.io_wait_s;
+    compute_s += o.compute_s;
+    bytes_read += o.bytes_read;
+    tokens_fed += o.tokens_fed;
+    decode_steps += o.decode_steps;
+    return *this;
+  }
+};
+
 struct ItemRow {
   int64_t id = 0;
   int64_t job_id = 0;
@@ -98,6 +117,7 @@ struct ItemRow {
   int64_t max_tokens = 0;  // from params (0 when absent)
   double prefill_s = 0;
   double decode_s = 0;
+  EngineUsage usage;
   std::optional<std::string> last_error;
   std::optional<double> started_at;
   std::optional<double> finished_at;
@@ -131,6 +151,7 @@ struct ResultRow {
   double prefill_s = 0;
   double decode_s = 0;
   double created_at = 0;
+  std::optional<std::string> details_json;  // kind-specific fields (classification), JSON
 };
 
 struct EventRow {
@@ -157,6 +178,7 @@ struct Progress {
   std::span<const int32_t> tokens;
   double prefill_s = 0;
   double decode_s = 0;
+  EngineUsage usage;
 };
 
 struct NewCheckpoint {
@@ -170,6 +192,7 @@ struct NewResult {
   std::string finish_reason;
   int64_t prompt_tokens = 0;
   std::optional<std::string> output_text;
+  std::optional<std::string> details_json;  // kind-specific fields (classification), JSON
 };
 
 struct StoreOptions {

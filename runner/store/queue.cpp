@@ -139,11 +139,17 @@ Result<bool> JobStore::write_progress(int64_t item_id, const std::string& owner,
   const int64_t n = static_cast<int64_t>(p.tokens.size());
   NJ_ASSIGN_OR_RETURN(
       Stmt u, db_->prepare("UPDATE items SET lease_expires = ?, tokens_done = tokens_done + ?, "
-                           "prefill_s = prefill_s + ?, decode_s = decode_s + ? "
+                           "prefill_s = prefill_s + ?, decode_s = decode_s + ?, "
+                           "io_wait_s = io_wait_s + ?, compute_s = compute_s + ?, "
+                           "bytes_read = bytes_read + ?, tokens_fed = tokens_fed + ?, "
+                           "decode_steps = decode_steps + ? "
                            "WHERE id = ? AND lease_owner = ? AND state = 'running' "
                            "AND tokens_done = ?"));
   u.bind(1, clock_() + lease_s).bind(2, n).bind(3, p.prefill_s).bind(4, p.decode_s);
-  NJ_RETURN_IF_ERROR(u.bind(5, item_id).bind(6, owner).bind(7, p.first_pos).run());
+  u.bind(5, p.usage.io_wait_s).bind(6, p.usage.compute_s);
+  u.bind(7, static_cast<int64_t>(p.usage.bytes_read)).bind(8, p.usage.tokens_fed);
+  u.bind(9, p.usage.decode_steps);
+  NJ_RETURN_IF_ERROR(u.bind(10, item_id).bind(11, owner).bind(12, p.first_pos).run());
   if (db_->changes() != 1) {
     NJ_ASSIGN_OR_RETURN(
         Stmt q, db_->prepare("SELECT state, coalesce(lease_owner, ''), tokens_done FROM items "
@@ -231,12 +237,13 @@ Result<bool> JobStore::finish_item(int64_t item_id, const std::string& owner,
   NJ_ASSIGN_OR_RETURN(Stmt ins,
                       db_->prepare("INSERT INTO results (item_id, finish_reason, prompt_tokens, "
                                    "output_tokens, output_ids, output_text, prefill_s, decode_s, "
-                                   "created_at) VALUES (?,?,?,?,?,?,?,?,?)"));
+                                   "created_at, details) VALUES (?,?,?,?,?,?,?,?,?,?)"));
   ins.bind(1, item_id).bind(2, result.finish_reason).bind(3, result.prompt_tokens);
   ins.bind(4, static_cast<int64_t>(output.size()))
       .bind_blob(5, ids_to_blob(output))
       .bind(6, result.output_text);
-  NJ_RETURN_IF_ERROR(ins.bind(7, prefill_s).bind(8, decode_s).bind(9, now).run());
+  NJ_RETURN_IF_ERROR(
+      ins.bind(7, prefill_s).bind(8, decode_s).bind(9, now).bind(10, result.details_json).run());
 
   NJ_ASSIGN_OR_RETURN(Stmt done,
                       db_->prepare("UPDATE items SET state = 'done', lease_owner = NULL, "

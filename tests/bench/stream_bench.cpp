@@ -25,11 +25,6 @@
 
 using namespace nj;
 
-namespace {
-uint64_t total_read(const WeightStats& w) {
-  return w.trunk_bytes_read + w.head_bytes_read + w.expert_bytes_read + w.embedding_bytes_read;
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   reexec_with_passive_omp_wait(argv);
@@ -135,7 +130,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < prompt_len; ++i) prompt.push_back((i * 7919 + 13) % vocab);
   if (!s.feed(prompt).ok()) return 1;
   std::vector<double> step_s, step_bytes;
-  uint64_t bytes0 = total_read((*model)->weights().stats());
+  uint64_t bytes0 = weight_bytes_read((*model)->weights().stats());
   const WeightStats w0 = (*model)->weights().stats();
   const double wait0 = s.stats().wait_s;
   for (int i = 0; i < tokens; ++i) {
@@ -147,7 +142,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     step_s.push_back(bench::now_s() - t0);
-    const uint64_t b = total_read((*model)->weights().stats());
+    const uint64_t b = weight_bytes_read((*model)->weights().stats());
     step_bytes.push_back(static_cast<double>(b - bytes0));
     bytes0 = b;
   }

@@ -90,6 +90,22 @@ class Run(unittest.TestCase):
         self.assertEqual(self.nj.query("SELECT count(*) FROM checkpoints")[0][0], 0, "done items keep no checkpoint")
         self.assertEqual(os.listdir(os.path.join(self.nj.home, "checkpoints")), [], "nor checkpoint files")
 
+    def test_results_carry_what_the_engine_did(self):
+        items = [{"id": "a", "prompt_ids": [5, 6, 7, 8, 9], "max_tokens": 12},
+                 {"id": "b", "prompt_ids": [3] * 40, "max_tokens": 1}]
+        job = self.nj.submit(self.spec(items))
+        p = self.nj.run("run", *RUN, "--drain")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for item, r in zip(items, self.nj.results(job)):
+            e = r["engine"]
+            n = r["output_tokens"]
+            self.assertEqual(n, item["max_tokens"])
+            self.assertEqual(e["decode_steps"], n - 1, "the last token needs no forward pass")
+            self.assertEqual(e["tokens_fed"], len(item["prompt_ids"]) + n - 1)
+            self.assertEqual(e["bytes_read"], 0, "a resident model reads nothing while it runs")
+            self.assertGreater(e["compute_s"], 0)
+            self.assertGreaterEqual(e["io_wait_s"], 0)
+
     def test_damaged_checkpoint_falls_back_to_prefill_with_a_warning(self):
         item = long_item()
         job, rc = self.stop_mid_item([item])
