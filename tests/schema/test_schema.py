@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""schemas/job.schema.json and `nightjar validate` agree: every example spec is valid for
+both, every spec in tests/schema/bad/ is rejected by both (README.md in this directory)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
+import njtest  # noqa: E402
+
+import jsonschema  # noqa: E402  (Debian: python3-jsonschema)
+import yaml  # noqa: E402  (Debian: python3-yaml)
+
+ARGS = None
+REPO = njtest.REPO
+SCHEMA = json.loads((REPO / "schemas" / "job.schema.json").read_text())
+WORK = MODEL = None
+
+
+def setUpModule():
+    global WORK, MODEL
+    WORK = njtest.scratch_dir("schema-")
+    # Bad specs run from WORK/bad and say `model: model`.
+    MODEL = njtest.make_model(os.path.join(WORK, "bad", "model"), extra=["--tokenizer"])
+
+
+def schema_errors(doc):
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    return [e.message for e in validator.iter_errors(doc)]
+
+
+def header(path):
+    """(expected error substring, whether the schema accepts the file) from its first lines."""
+    lines = Path(path).read_text().splitlines()
+    m = re.match(r"# error: (.+)$", lines[0]) if lines else None
+    if not m:
+        raise AssertionError(f"{path}: the first line must be '# error: <substring>'")
+    accepts = len(lines) > 1 and lines[1].strip() == "# schema: accepts"
+    return m.group(1).strip(), accepts
+
+
+def validate(path):
+    return subprocess.run([ARGS.bin, "validate", str(path)], capture_output=True, text=True,
+                          timeout=300)
+
+
+class Schema(unittest.TestCase):
+    def test_schema_is_a_valid_draft_2020_12_schema(self):
+        jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+    def test_every_example_spec_satisfies_the_schema_and_the_validator(self):
+        examples = sorted((REPO / "examples").rglob("*.yaml"))
+        self.assertTrue(examples, "no example spec under examples/")
+        for path in examples:
+            rel = path.relative_to(REPO / "examples")
+            with self.subTest(str(rel)):
+                doc = yaml.safe_load(path.read_text())
+                self.assertEqual(schema_errors(doc), [], f"{rel} against the schema")
+                # The C++ validator on a copy of the example's directory whose model is a
+                # generated one (examples name build/demo-model, which may not exist).
+                copy = Path(WORK) / "examples" / rel.parent
+                if copy.exists():
+                    shutil.rmtree(copy)
+                shutil.copytree(path.parent, copy)
+                text = re.sub(r"(?m)^model:.*$", "model: " + json.dumps(MODEL), path.read_text(), count=1)
+                (copy / path.name).write_text(text)
+                p = validate(copy / path.name)
+                self.assertEqual(p.returncode, 0, f"nightjar validate {rel}: {p.stderr}")
+                self.assertIn("OK", p.stdout)
+
+    def test_every_bad_spec_is_rejected_by_the_schema_and_the_validator(self):
+        bad = sorted((REPO / "tests" / "schema" / "bad").glob("*.yaml"))
+        self.assertGreaterEqual(len(bad), 8, "too few bad specs")
+        for path in bad:
+            with self.subTest(path.name):
+                needle, schema_accepts = header(path)
+                doc = yaml.safe_load(path.read_text())
+                errors = schema_errors(doc)
+                if schema_accepts:
+                    self.assertEqual(errors, [], f"{path.name} is marked '# schema: accepts'")
+                else:
+                    self.assertNotEqual(errors, [], f"the schema accepts {path.name}")
+                copy = Path(WORK) / "bad" / path.name
+                shutil.copy(path, copy)
+                p = validate(copy)
+                self.assertEqual(p.returncode, 3, f"nightjar validate {path.name}: {p.stderr}")
+                self.assertIn(needle, p.stderr, path.name)
+                self.assertIn(str(copy), p.stderr, f"{path.name}: the message names the file")
+
+
+if __name__ == "__main__":
+    njtest.main(globals())
