@@ -1,5 +1,8 @@
 // K3's chat format (k3-model.md §9): chat messages -> the prompt's token ids.
 //
+// k3-model.md says only that turns are wrapped in <|open|>/<|sep|>/<|close|>; the layout
+// below (role between open and sep, content between sep and close) is our reading of it,
+// and the one place to change should the released chat template differ.
 // Each turn is wrapped in the tokenizer's chat specials, and the prompt ends by opening the
 // assistant's turn, so the model's answer is the assistant content and its end-of-sequence
 // token (`<|close|>` for K3) closes the turn:
