@@ -166,6 +166,26 @@ class OpenAiBatch(unittest.TestCase):
             self.assertEqual(out["error"]["code"], "not_finished")
             self.assertIn("queued", out["error"]["message"])
 
+    def test_validate_checks_a_file_without_a_store(self):
+        env = dict(os.environ, NIGHTJAR_HOME=self.nj.home)
+
+        def validate(*args):
+            return subprocess.run([ARGS.bin, "validate", *args], capture_output=True, text=True, env=env,
+                                  timeout=300)
+
+        p = validate("--openai-batch", str(SAMPLE), "--model", TOK_MODEL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, f"OK {SAMPLE}: job 'openai_batch_input' (generate), {len(requests())} items\n")
+        path = os.path.join(self.dir, "dup.jsonl")
+        with open(path, "w") as f:
+            f.write(BAD[2][1])
+        p = validate("--openai-batch", path, "--model", TOK_MODEL)
+        self.assertEqual(p.returncode, 3)
+        self.assertIn(f"{path}:3: custom_id: duplicate 'a'", p.stderr)
+        self.assertEqual(validate("--openai-batch", path).returncode, 2)
+        self.assertEqual(validate(str(SAMPLE), "--model", TOK_MODEL).returncode, 2)
+        self.assertFalse(os.path.exists(self.nj.home), "validate creates no home")
+
     def test_default_name_is_the_file_name(self):
         p = self.submit(SAMPLE, None, "--output", "json")
         self.assertEqual(p.returncode, 0, p.stderr)
