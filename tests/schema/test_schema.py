@@ -48,12 +48,15 @@ def schema_errors(doc):
 
 
 def header(path):
-    """(expected error substring, whether the schema accepts the file) from its first lines."""
+    """(expected error substring, whether the schema accepts the file) from its header: the
+    first line, then any comment lines up to the YAML."""
     lines = Path(path).read_text().splitlines()
     m = re.match(r"# error: (.+)$", lines[0]) if lines else None
     if not m:
         raise AssertionError(f"{path}: the first line must be '# error: <substring>'")
-    accepts = len(lines) > 1 and lines[1].strip() == "# schema: accepts"
+    comments = [ln.strip() for ln in lines[1:next((i for i, ln in enumerate(lines) if not ln.startswith("#")),
+                                                  len(lines))]]
+    accepts = "# schema: accepts" in comments
     return m.group(1).strip(), accepts
 
 
