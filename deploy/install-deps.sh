@@ -14,6 +14,7 @@ packages=(
   libxxhash-dev                       # checksums and fingerprints
   catch2                              # unit tests (v2)
   python3 python3-numpy               # tests/reference: the independent numpy model
+  python3-jsonschema python3-yaml     # tests/schema, tests/cli: spec and output contracts
 )
 # Node.js and npm run the tokenizer parity test and benchmark against npm's tiktoken.
 # Only when the commands are missing: a machine may have them from elsewhere (e.g.

@@ -50,6 +50,8 @@ int run_cli(int argc, char** argv) {
   add_cancel_command(app, global, table);
   add_retry_command(app, global, table);
   add_results_command(app, global, table);
+  add_validate_command(app, global, table);
+  add_report_command(app, global, table);
 
   try {
     app.parse(argc, argv);

@@ -12,6 +12,7 @@
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
 #include "runner/home.h"
+#include "runner/openai_results.h"
 #include "runner/output.h"
 
 namespace nj::runner {
@@ -65,7 +66,8 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
       app.add_subcommand("results", "A job's results, one JSON object per item (JSON Lines)");
   sub->add_option("job", a->job, "A job id or name")->required();
   add_home_option(*sub, a->home);
-  sub->add_option("--format", a->format, "jsonl (default)")->check(CLI::IsMember({"jsonl"}));
+  sub->add_option("--format", a->format, "jsonl (default) or openai (Batch API output lines)")
+      ->check(CLI::IsMember({"jsonl", "openai"}));
   sub->add_option("--out", a->out, "Write to this file (atomically) instead of stdout");
   table.emplace_back(sub, [a]() -> int {
     auto home = resolve_home(a->home);
@@ -78,7 +80,13 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     auto items = s.items(job->id);
     if (!items.ok()) return report_failure(items.status());
     std::string text;
+    if (a->format == "openai") {  // runner/openai_results.h
+      auto lines = openai_batch_text(s, *job, *items);
+      if (!lines.ok()) return report_failure(lines.status());
+      text = std::move(*lines);
+    }
     for (const auto& item : *items) {
+      if (a->format != "jsonl") break;
       auto r = s.result(item.id);
       if (!r.ok()) return report_failure(r.status());
       text += result_line(item, *r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +

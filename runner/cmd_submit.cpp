@@ -1,11 +1,17 @@
 // `nightjar submit SPEC.yaml [--home DIR] [--output json]`: validate a job spec against its
 // model and store the job and its items in one transaction (a rejected spec writes nothing).
+// `nightjar submit --openai-batch FILE.jsonl --model DIR [--name N] [--memory SIZE]`: the same
+// for an OpenAI Batch API input file (jobs/openai_batch.h), as one generate job.
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "engine/util/units.h"
+#include "jobs/openai_batch.h"
 #include "jobs/spec_model.h"
 #include "jobs/spec_parser.h"
 #include "runner/commands.h"
@@ -33,33 +39,75 @@ NewJob to_new_job(const jobs::JobSpec& spec, const std::string& spec_path) {
   return job;
 }
 
+struct SubmitArgs {
+  std::string spec;
+  std::string openai_batch;
+  std::string model;
+  std::string name;
+  std::string memory;
+  std::string home;
+  std::string output = "text";
+};
+
+// A usage error of the flag combination (exit 2), named by its flag; nullopt when fine.
+std::optional<std::pair<std::string, Status>> usage_error(const SubmitArgs& a) {
+  if (a.openai_batch.empty()) {
+    if (a.spec.empty())
+      return {{"SPEC", invalid_argument("give a job spec, or --openai-batch FILE --model DIR")}};
+    if (!a.model.empty() || !a.name.empty() || !a.memory.empty())
+      return {{"--model/--name/--memory",
+               invalid_argument("these go with --openai-batch (a spec names its own)")}};
+    return std::nullopt;
+  }
+  if (!a.spec.empty())
+    return {{"--openai-batch", invalid_argument("give a spec or --openai-batch, not both")}};
+  if (a.model.empty()) return {{"--openai-batch", invalid_argument("needs --model DIR")}};
+  if (!a.memory.empty())
+    if (auto bytes = parse_bytes(a.memory); !bytes.ok()) return {{"--memory", bytes.status()}};
+  return std::nullopt;
+}
+
+// The validated job the arguments describe: a spec file, or an OpenAI batch file.
+// REQUIRES: !usage_error(a).
+Result<jobs::JobSpec> load_job(const SubmitArgs& a) {
+  if (a.openai_batch.empty()) {
+    NJ_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::load_job_spec(a.spec));
+    NJ_RETURN_IF_ERROR(jobs::bind_spec_to_model(spec));
+    return spec;
+  }
+  jobs::OpenAiBatchJob job{a.openai_batch, a.model, a.name, std::nullopt};
+  if (!a.memory.empty()) job.memory_bytes = *parse_bytes(a.memory);
+  return jobs::load_openai_batch(job);
+}
+
 }  // namespace
 
 void add_submit_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
-  struct Args {
-    std::string spec;
-    std::string home;
-    std::string output = "text";
-  };
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<SubmitArgs>();
   CLI::App* sub = app.add_subcommand("submit", "Validate a job spec and queue its items");
-  sub->add_option("spec", a->spec, "Job spec (YAML)")->required();
+  sub->add_option("spec", a->spec, "Job spec (YAML)");
+  sub->add_option("--openai-batch", a->openai_batch,
+                  "Instead of a spec: an OpenAI Batch API input file (JSON Lines of chat "
+                  "completion requests), queued as one generate job");
+  sub->add_option("--model", a->model, "With --openai-batch: the model directory");
+  sub->add_option("--name", a->name, "With --openai-batch: the job name (default: the file's)");
+  sub->add_option("--memory", a->memory, "With --openai-batch: the engine memory budget");
   add_home_option(*sub, a->home);
   sub->add_option("--output", a->output, "text (the job id) or json")
       ->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(sub, [a]() -> int {
     auto home = resolve_home(a->home);
     if (!home.ok()) return report_usage_error("--home", home.status());
-    auto spec = jobs::load_job_spec(a->spec);
+    if (auto bad = usage_error(*a)) return report_usage_error(bad->first, bad->second);
+    auto spec = load_job(*a);
     if (!spec.ok()) return report_failure(spec.status());
-    if (Status s = jobs::bind_spec_to_model(*spec); !s.ok()) return report_failure(s);
+    const std::string& source = a->spec.empty() ? a->openai_batch : a->spec;
     std::error_code ec;
-    const std::string spec_path =
-        std::filesystem::absolute(a->spec, ec).lexically_normal().string();
+    const std::string spec_path = std::filesystem::absolute(source, ec).lexically_normal().string();
     auto store = open_home_store(*home, /*create=*/true);
     if (!store.ok()) return report_failure(store.status());
-    auto id = (*store)->submit(to_new_job(*spec, spec_path.empty() ? a->spec : spec_path));
-    if (!id.ok()) return report_failure(id.status().with_context(a->spec));
+    auto id = (*store)->submit(to_new_job(*spec, spec_path.empty() ? source : spec_path));
+    if (!id.ok()) return report_failure(id.status().with_context(source));
     if (a->output == "json") {
       print_json({{"job_id", *id},
                   {"name", spec->name},

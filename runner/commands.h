@@ -26,5 +26,8 @@ void add_status_command(CLI::App& app, const GlobalOptions& global, CommandTable
 void add_cancel_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 void add_retry_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 void add_results_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+// `validate` (cmd_validate.cpp) and `report` (cmd_report.cpp).
+void add_validate_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+void add_report_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 
 }  // namespace nj::runner

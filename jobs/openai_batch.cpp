@@ -1,0 +1,275 @@
+// OpenAI Batch API input lines -> requests -> a generate JobSpec (format in openai_batch.h).
+#include "jobs/openai_batch.h"
+
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/io/file.h"
+#include "engine/model/config.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "jobs/spec_model.h"
+
+namespace nj::jobs {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxTokensLimit = 1 << 20;
+constexpr size_t kMaxErrorsListed = 20;
+constexpr size_t kMaxFileBytes = 1u << 30;  // the Batch API's own limit is 200 MB
+
+// The errors of one file, each "<file>:<line>: <what>".
+class LineErrors {
+ public:
+  explicit LineErrors(std::string file) : file_(std::move(file)) {}
+  void add(int line, const std::string& what) {
+    lines_.push_back(file_ + ":" + std::to_string(line) + ": " + what);
+  }
+  bool empty() const { return lines_.empty(); }
+  size_t size() const { return lines_.size(); }
+  Status status() const {
+    std::string text;
+    for (size_t i = 0; i < lines_.size() && i < kMaxErrorsListed; ++i)
+      text += (i ? "\n" : "") + lines_[i];
+    if (lines_.size() > kMaxErrorsListed)
+      text += "\n... and " + std::to_string(lines_.size() - kMaxErrorsListed) + " more errors";
+    return invalid_argument(text);
+  }
+
+ private:
+  std::string file_;
+  std::vector<std::string> lines_;
+};
+
+// Reports keys of `obj` outside `known` as unsupported.
+void check_keys(const json& obj, const std::set<std::string>& known, const std::string& path,
+                int line, LineErrors& errors) {
+  for (const auto& [key, value] : obj.items()) {
+    if (known.count(key)) continue;
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    errors.add(line, path + key + ": unsupported field (supported: " + list + ")");
+  }
+}
+
+// The value of `key` unless absent or null.
+const json* field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+// Message content: a string, or text parts joined.
+std::optional<std::string> read_content(const json& c, const std::string& path, int line,
+                                        LineErrors& errors) {
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) {
+    errors.add(line, path + ": expected text or a list of {\"type\": \"text\", \"text\": ...}");
+    return std::nullopt;
+  }
+  std::string text;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const json& part = c[i];
+    const std::string where = path + "[" + std::to_string(i) + "]";
+    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
+      errors.add(line, where + ": only {\"type\": \"text\", \"text\": TEXT} parts are supported");
+      return std::nullopt;
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+void read_messages(const json& body, OpenAiRequest& req, LineErrors& errors) {
+  const json* messages = field(body, "messages");
+  if (!messages || !messages->is_array() || messages->empty()) {
+    errors.add(req.line, "body.messages: expected a non-empty list of {role, content}");
+    return;
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string path = "body.messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) {
+      errors.add(req.line, path + ": expected {\"role\": ..., \"content\": ...}");
+      continue;
+    }
+    check_keys(m, {"role", "content"}, path + ".", req.line, errors);
+    const json* role = field(m, "role");
+    const json* content = field(m, "content");
+    if (!role || !role->is_string()) {
+      errors.add(req.line, path + ".role: missing or not text");
+      continue;
+    }
+    std::string r = role->get<std::string>();
+    if (r == "developer") r = "system";  // the Chat Completions API's newer name for it
+    if (!is_chat_role(r)) {
+      errors.add(req.line, path + ".role: unsupported role '" + r +
+                               "' (supported: system, developer, user, assistant)");
+      continue;
+    }
+    if (!content) {
+      errors.add(req.line, path + ".content: missing");
+      continue;
+    }
+    if (auto text = read_content(*content, path + ".content", req.line, errors))
+      req.messages.push_back(ChatMessage{r, *text});
+  }
+}
+
+void read_sampling(const json& body, OpenAiRequest& req, LineErrors& errors) {
+  const json* max_tokens = field(body, "max_tokens");
+  const json* max_completion = field(body, "max_completion_tokens");
+  if (max_tokens && max_completion)
+    errors.add(req.line, "body: give max_tokens or max_completion_tokens, not both");
+  if (const json* v = max_tokens ? max_tokens : max_completion) {
+    const char* key = max_tokens ? "max_tokens" : "max_completion_tokens";
+    if (!v->is_number_integer() || v->get<int64_t>() < 1 || v->get<int64_t>() > kMaxTokensLimit)
+      errors.add(req.line, std::string("body.") + key + ": expected a whole number in 1.." +
+                               std::to_string(kMaxTokensLimit));
+    else
+      req.params.max_tokens = static_cast<int>(v->get<int64_t>());
+  }
+  if (const json* v = field(body, "temperature")) {
+    if (!v->is_number() || v->get<double>() < 0)
+      errors.add(req.line, "body.temperature: expected a number >= 0");
+    else
+      req.params.sampling.temperature = v->get<float>();
+  }
+  if (const json* v = field(body, "top_p")) {
+    if (!v->is_number() || v->get<double>() <= 0 || v->get<double>() > 1)
+      errors.add(req.line, "body.top_p: expected a number in (0, 1]");
+    else
+      req.params.sampling.top_p = v->get<float>();
+  }
+  if (const json* v = field(body, "seed")) {
+    if (!v->is_number_unsigned())
+      errors.add(req.line, "body.seed: expected a whole number >= 0");
+    else
+      req.params.sampling.seed = v->get<uint64_t>();
+  }
+  if (const json* v = field(body, "n")) {
+    if (!v->is_number_integer() || v->get<int64_t>() != 1)
+      errors.add(req.line, "body.n: only 1 is supported (one completion per request)");
+  }
+  if (const json* v = field(body, "model"); v && !v->is_string())
+    errors.add(req.line, "body.model: expected text");
+}
+
+// One line's request; errors go to `errors` (the request is then incomplete).
+OpenAiRequest read_request(const json& j, int line, LineErrors& errors) {
+  OpenAiRequest req;
+  req.line = line;
+  check_keys(j, {"custom_id", "method", "url", "body"}, "", line, errors);
+  const json* id = field(j, "custom_id");
+  if (!id)
+    errors.add(line, "custom_id: missing");
+  else if (!id->is_string() || id->get<std::string>().empty())
+    errors.add(line, "custom_id: expected non-empty text");
+  else
+    req.custom_id = id->get<std::string>();
+  if (const json* m = field(j, "method"); m && *m != "POST")
+    errors.add(line, "method: unsupported " + m->dump() + " (only \"POST\")");
+  if (const json* u = field(j, "url"); u && *u != "/v1/chat/completions")
+    errors.add(line, "url: unsupported endpoint " + u->dump() + " (only \"/v1/chat/completions\")");
+  const json* body = field(j, "body");
+  if (!body || !body->is_object()) {
+    errors.add(line, "body: missing or not an object");
+    return req;
+  }
+  check_keys(*body,
+             {"messages", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p",
+              "seed", "n"},
+             "body.", line, errors);
+  read_messages(*body, req, errors);
+  read_sampling(*body, req, errors);
+  return req;
+}
+
+std::string default_job_name(const std::string& path) {
+  std::filesystem::path p(path);
+  return p.extension() == ".jsonl" ? p.stem().string() : p.filename().string();
+}
+
+}  // namespace
+
+Result<std::vector<OpenAiRequest>> parse_openai_batch(const std::string& text,
+                                                      const std::string& name) {
+  LineErrors errors(name);
+  std::vector<OpenAiRequest> requests;
+  std::map<std::string, int> first_line;  // custom_id -> line of its first use
+  size_t start = 0;
+  for (int line = 1; start < text.size(); ++line) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view row(text.data() + start, end - start);
+    start = end + 1;
+    if (row.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    json j;
+    try {
+      j = json::parse(row);
+    } catch (const json::parse_error& e) {
+      std::string what = e.what();
+      if (auto colon = what.find("column"); colon != std::string::npos) what = what.substr(colon);
+      errors.add(line, "malformed JSON: " + what);
+      continue;
+    }
+    if (!j.is_object()) {
+      errors.add(line, "expected one JSON object per line");
+      continue;
+    }
+    OpenAiRequest req = read_request(j, line, errors);
+    if (!req.custom_id.empty()) {
+      auto [it, fresh] = first_line.emplace(req.custom_id, line);
+      if (!fresh)
+        errors.add(line, "custom_id: duplicate '" + req.custom_id + "' (first used at line " +
+                             std::to_string(it->second) + ")");
+    }
+    requests.push_back(std::move(req));
+  }
+  if (!errors.empty()) return errors.status();
+  if (requests.empty()) return invalid_argument(name + ": no requests (the file has no lines)");
+  return requests;
+}
+
+Result<JobSpec> load_openai_batch(const OpenAiBatchJob& job) {
+  NJ_ASSIGN_OR_RETURN(std::string text, read_small_file(job.path, kMaxFileBytes));
+  NJ_ASSIGN_OR_RETURN(std::vector<OpenAiRequest> requests, parse_openai_batch(text, job.path));
+
+  JobSpec spec;
+  spec.source = job.path;
+  spec.name = job.name.empty() ? default_job_name(job.path) : job.name;
+  spec.model_dir = std::filesystem::absolute(job.model_dir).lexically_normal().string();
+  while (spec.model_dir.size() > 1 && spec.model_dir.back() == '/') spec.model_dir.pop_back();
+  spec.model_where = "--model " + job.model_dir;
+  spec.memory_bytes = job.memory_bytes;
+
+  auto config = load_model_config(spec.model_dir);
+  if (!config.ok()) return invalid_argument(spec.model_where + ": " + config.status().message());
+  if (!Tokenizer::exists_in(spec.model_dir))
+    return invalid_argument(job.path + ": chat messages need the model's tokenizer, and " +
+                            spec.model_dir + " has none (no " + Tokenizer::kRanksFile + ")");
+  auto tok = Tokenizer::load(spec.model_dir);
+  if (!tok.ok())
+    return invalid_argument(spec.model_where +
+                            ": its tokenizer cannot be read: " + tok.status().message());
+  if (Status s = check_chat_specials(*tok); !s.ok())
+    return invalid_argument(job.path + ": " + spec.model_dir + ": " + s.message());
+
+  for (const OpenAiRequest& req : requests) {
+    ItemSpec item;
+    item.id = req.custom_id;
+    item.where = job.path + ":" + std::to_string(req.line);
+    item.prompt_where = item.where;
+    item.prompt_ids = render_chat(*tok, req.messages);
+    item.params = req.params;
+    spec.items.push_back(std::move(item));
+  }
+  NJ_RETURN_IF_ERROR(check_spec_against_model(spec, *config, &*tok));
+  return spec;
+}
+
+}  // namespace nj::jobs

@@ -1,0 +1,186 @@
+// The morning summary: per-job figures from the store, and their text form.
+#include "runner/report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/util/units.h"
+
+namespace nj::runner {
+namespace {
+
+std::string printf_string(const char* fmt, auto... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+// A classification result's label and its probability, from the result details
+// ({"label": L, "probability": P} or {"label": L, "probabilities": {L: P, ...}}).
+void read_label(const std::string& details_json, ItemReport& out) {
+  const nlohmann::json d = nlohmann::json::parse(details_json, nullptr, false);
+  if (!d.is_object() || !d.contains("label") || !d["label"].is_string()) return;
+  out.label = d["label"].get<std::string>();
+  if (auto p = d.find("probability"); p != d.end() && p->is_number()) {
+    out.label_prob = p->get<double>();
+  } else if (auto ps = d.find("probabilities"); ps != d.end() && ps->is_object()) {
+    if (auto q = ps->find(*out.label); q != ps->end() && q->is_number())
+      out.label_prob = q->get<double>();
+  }
+}
+
+void append_item_lines(const JobReport& r, size_t max_items, std::string& out) {
+  const bool labels = std::any_of(r.items.begin(), r.items.end(),
+                                  [](const ItemReport& i) { return i.label.has_value(); });
+  out += printf_string("  %-24s %-10s %8s %9s %9s %6s", "ITEM", "STATE", "TOKENS", "WALL", "ENGINE",
+                       "DISK");
+  out += labels ? "  LABEL\n" : "\n";
+  const size_t shown = max_items == 0 ? r.items.size() : std::min(max_items, r.items.size());
+  for (size_t k = 0; k < shown; ++k) {
+    const ItemReport& i = r.items[k];
+    const std::string wall = i.started_at && i.finished_at
+                                 ? format_seconds(*i.finished_at - *i.started_at)
+                                 : std::string("-");
+    const double denom = std::max(i.engine_s, i.usage.io_wait_s + i.usage.compute_s);
+    out += printf_string("  %-24s %-10s %8lld %9s %9s %6s", i.custom_id.c_str(),
+                         item_state_name(i.state), static_cast<long long>(i.tokens), wall.c_str(),
+                         format_seconds(i.engine_s).c_str(),
+                         denom > 0 ? format_share(i.usage.io_wait_s / denom).c_str() : "-");
+    if (i.label)
+      out += "  " + *i.label + (i.label_prob ? printf_string(" (p=%.3f)", *i.label_prob) : "");
+    if (i.state == ItemState::kFailed && i.last_error) out += "  error: " + *i.last_error;
+    out += "\n";
+  }
+  if (shown < r.items.size())
+    out +=
+        printf_string("  ... and %zu more items (--items 0 lists all)\n", r.items.size() - shown);
+}
+
+}  // namespace
+
+std::optional<double> JobReport::wall_s() const {
+  if (!first_start || !last_finish) return std::nullopt;
+  return std::max(0.0, *last_finish - *first_start);
+}
+
+std::optional<double> JobReport::s_per_token() const {
+  if (tokens <= 0) return std::nullopt;
+  return engine_s / static_cast<double>(tokens);
+}
+
+double JobReport::disk_share() const {
+  const double denom = std::max(engine_s, usage.io_wait_s + usage.compute_s);
+  return denom > 0 ? usage.io_wait_s / denom : 0.0;
+}
+
+const char* JobReport::state() const {
+  if (running > 0) return "running";
+  if (queued > 0) return "queued";
+  if (failed > 0) return "failed";
+  if (cancelled > 0) return "cancelled";
+  return "done";
+}
+
+Result<JobReport> build_job_report(JobStore& store, const JobRow& job) {
+  JobReport r;
+  r.job = job;
+  NJ_ASSIGN_OR_RETURN(std::vector<ItemRow> items, store.items(job.id));
+  for (const ItemRow& row : items) {
+    ItemReport i;
+    i.custom_id = row.custom_id;
+    i.state = row.state;
+    i.tokens = row.tokens_done;
+    i.started_at = row.started_at;
+    i.finished_at = row.finished_at;
+    i.engine_s = row.prefill_s + row.decode_s;
+    i.usage = row.usage;
+    i.last_error = row.last_error;
+    if (row.state == ItemState::kDone) {
+      NJ_ASSIGN_OR_RETURN(std::optional<ResultRow> result, store.result(row.id));
+      if (result && result->details_json) read_label(*result->details_json, i);
+    }
+    switch (row.state) {
+      case ItemState::kDone:
+        ++r.done;
+        break;
+      case ItemState::kFailed:
+        ++r.failed;
+        break;
+      case ItemState::kCancelled:
+        ++r.cancelled;
+        break;
+      case ItemState::kQueued:
+        ++r.queued;
+        break;
+      case ItemState::kRunning:
+        ++r.running;
+        break;
+    }
+    r.tokens += i.tokens;
+    r.engine_s += i.engine_s;
+    r.usage += i.usage;
+    if (i.started_at)
+      r.first_start = std::min(r.first_start.value_or(*i.started_at), *i.started_at);
+    if (i.started_at && i.finished_at)
+      r.last_finish = std::max(r.last_finish.value_or(*i.finished_at), *i.finished_at);
+    r.items.push_back(std::move(i));
+  }
+  return r;
+}
+
+std::string format_utc(double unix_s) {
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+std::string format_seconds(double s) {
+  if (s < 10) return printf_string("%.2f s", s);
+  return s < 120 ? printf_string("%.1f s", s) : printf_string("%.1f min", s / 60);
+}
+
+std::string format_share(double share) {
+  return printf_string("%.1f%%", 100.0 * share);
+}
+
+std::string report_text(const std::vector<JobReport>& jobs, size_t max_items) {
+  std::string out;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const JobReport& r = jobs[k];
+    if (k) out += "\n";
+    out += printf_string("job %lld '%s' (%s): %s\n", static_cast<long long>(r.job.id),
+                         r.job.name.c_str(), r.job.kind.c_str(), r.state());
+    out += "  model:            " + r.job.model_dir + "\n";
+    out += printf_string(
+        "  items:            %lld done, %lld failed, %lld cancelled, %lld queued, "
+        "%lld running (%lld in all)\n",
+        (long long)r.done, (long long)r.failed, (long long)r.cancelled, (long long)r.queued,
+        (long long)r.running, (long long)r.total());
+    out += printf_string("  tokens generated: %lld\n", static_cast<long long>(r.tokens));
+    if (auto wall = r.wall_s())
+      out += "  wall time:        " + format_seconds(*wall) + " (" + format_utc(*r.first_start) +
+             " to " + format_utc(*r.last_finish) + ")\n";
+    else
+      out += "  wall time:        - (no item finished yet)\n";
+    out += "  engine time:      " + format_seconds(r.engine_s);
+    if (auto spt = r.s_per_token())
+      out += printf_string("; %.4f s per output token (%.2f tokens/s)", *spt,
+                           *spt > 0 ? 1.0 / *spt : 0.0);
+    out += "\n";
+    out += "  waiting on disk:  " + format_share(r.disk_share()) + " of engine time (" +
+           format_seconds(r.usage.io_wait_s) + " I/O wait, " + format_seconds(r.usage.compute_s) +
+           " compute)\n";
+    out += "  bytes read:       " + format_bytes(r.usage.bytes_read) + " (" +
+           std::to_string(r.usage.bytes_read) + " bytes)\n\n";
+    append_item_lines(r, max_items, out);
+  }
+  return out;
+}
+
+}  // namespace nj::runner
