@@ -48,6 +48,9 @@ struct ItemRunOptions {
   double checkpoint_interval_s = 120;
   // Tokens fed to the engine per call while catching up (prompt and replay).
   int prefill_chunk = 64;
+  // Classify items restore the job's template prefix state instead of prefilling it (the
+  // prefix is prefilled once per job). Off only to measure what that saves.
+  bool prefix_reuse = true;
 };
 
 enum class ItemOutcome {
