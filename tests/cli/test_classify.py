@@ -10,7 +10,9 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 import unittest
 
 import numpy as np
@@ -177,6 +179,47 @@ class Classify(unittest.TestCase):
         for doc, r, r2 in zip(DOCS, results, other.results(job2)):
             self.assertEqual(r2["engine"]["tokens_fed"], len(prefix) + len(tokenize(doc)) + len(suffix))
             self.assertEqual(r2["details"]["probabilities"], r["details"]["probabilities"])
+
+    def many_docs(self, n):
+        return [f"{DOCS[k % len(DOCS)]} Reference {k}." for k in range(n)]
+
+    def test_two_concurrent_runs_prefill_the_prefix_once(self):
+        labels = ["other", "feature request", "urgent", "question"]
+        job = self.nj.submit(self.spec(labels, self.many_docs(12)))
+        procs = [self.nj.popen("run", *RUN, "--drain") for _ in range(2)]
+        for proc in procs:
+            self.assertEqual(proc.wait(timeout=300), 0)
+        owners = {d["owner"] for _, _, d in self.nj.events("claimed")}
+        self.assertEqual(len(self.nj.events("prefix_prefilled")), 1,
+                         f"one prefill for the job although {len(owners)} processes ran it")
+        self.check_distribution(self.nj.results(job), labels)
+
+    def test_a_run_killed_mid_job_redoes_the_item_it_held(self):
+        labels = ["billing", "bug", "feature request", "other"]
+        docs = self.many_docs(40)
+        spec = self.spec(labels, docs)
+        reference = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home-reference"))
+        ref_job = reference.submit(spec)
+        self.run_all(reference)
+        job = self.nj.submit(spec)
+        proc = self.nj.popen("run", *RUN, "--drain")
+        deadline = time.time() + 120
+        while self.nj.query("SELECT count(*) FROM items WHERE state = 'done'")[0][0] < 3:
+            self.assertIsNone(proc.poll(), "run ended before the kill")
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        done = self.nj.query("SELECT count(*) FROM items WHERE state = 'done'")[0][0]
+        self.assertLess(done, len(docs), "killed before the job ended")
+        self.run_all()
+        results = self.nj.results(job)
+        self.assertEqual(len(results), len(docs))
+        for r, ref in zip(results, reference.results(ref_job)):
+            self.assertEqual(r["status"], "done")
+            self.assertEqual(r["details"]["probabilities"], ref["details"]["probabilities"], r["custom_id"])
+        self.assertEqual(self.nj.query("SELECT count(*) FROM results")[0][0], len(docs))
+        self.assertEqual(self.nj.integrity(), ["ok"])
 
     def test_declared_outputs_are_written_at_the_end_and_by_results_write(self):
         labels = ["billing", "bug", "feature request", "other"]
