@@ -267,6 +267,33 @@ class Classify(unittest.TestCase):
         self.assertEqual([r["custom_id"] for r in results], ["tickets/t0.txt", "tickets/t1.txt", "tickets/t2.txt"])
         self.check_distribution(results, ["billing", "other"])
 
+    def test_the_example_specs_run_to_the_end(self):
+        # examples/triage (classify over its tickets) and examples/stories (generate), copied
+        # here with this test's model in place of the demo model.
+        for name in ("triage", "stories"):
+            shutil.copytree(njtest.REPO / "examples" / name, os.path.join(self.dir, name),
+                            ignore=shutil.ignore_patterns("results"))
+            path = os.path.join(self.dir, name, f"{name}.yaml")
+            with open(path) as f:
+                text = f.read()
+            self.assertIn("model: ../../build/demo-model\n", text)
+            with open(path, "w") as f:
+                f.write(text.replace("model: ../../build/demo-model\n", f"model: {json.dumps(MODEL)}\n"))
+        triage = self.nj.submit(os.path.join(self.dir, "triage", "triage.yaml"))
+        stories = self.nj.submit(os.path.join(self.dir, "stories", "stories.yaml"))
+        self.run_all()
+        tickets = os.listdir(os.path.join(self.dir, "triage", "tickets"))
+        self.assertGreaterEqual(len(tickets), 20)
+        results = self.nj.results(triage)
+        self.assertEqual(sorted(r["custom_id"] for r in results), sorted("tickets/" + t for t in tickets))
+        self.check_distribution(results, ["billing", "bug", "feature request", "other"])
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "triage", "results", "triage.csv")))
+        stories_results = self.nj.results(stories)
+        self.assertTrue(3 <= len(stories_results) <= 4)
+        for r in stories_results:
+            self.assertEqual(r["status"], "done")
+            self.assertTrue(r["output_text"])
+
     def test_a_model_without_a_tokenizer_is_a_clear_submit_error(self):
         spec = self.spec(["billing", "other"], model=BARE_MODEL)
         p = self.nj.run("submit", spec)
