@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "jobs/label_trie.h"
+#include "jobs/spec_model.h"
 #include "jobs/spec_parser.h"
 
 namespace nj::jobs {
@@ -135,6 +137,52 @@ TEST_CASE("classify keys in a generate spec name the kind they belong to",
       "name: g\nmodel: m\nkind: generate\nlabels: [a]\nitems: [{id: x, prompt_ids: [1]}]\n",
       "g.yaml", "/tmp");
   CHECK_THAT(error_of(r), Catch::Contains("g.yaml:4:9: labels: only for kind classify"));
+}
+
+TEST_CASE(
+    "binding a classify spec tokenizes prefix, documents + suffix and labels after the suffix",
+    "[jobs][spec][classify]") {
+  auto tok = Tokenizer::load(NJ_TEST_TOKENIZER_DIR);
+  REQUIRE(tok.ok());
+  ModelConfig config;
+  config.vocab = tok->vocab_size();
+  auto spec = parse(std::string(kTemplate) + "items:\n  - {id: t1, document: \"It crashes.\"}\n");
+  REQUIRE(spec.ok());
+  REQUIRE(check_spec_against_model(*spec, config, &*tok).ok());
+  const ClassifySpec& c = *spec->classify;
+  CHECK(c.prefix_ids == tok->encode(c.prefix_text));
+  CHECK(c.suffix_ids == tok->encode("\nLabel:"));
+  std::vector<int32_t> prompt = tok->encode("It crashes.");
+  prompt.insert(prompt.end(), c.suffix_ids.begin(), c.suffix_ids.end());
+  CHECK(spec->items[0].prompt_ids == prompt);
+  for (size_t i = 0; i < c.labels.size(); ++i) {
+    std::vector<int32_t> full = c.suffix_ids;
+    full.insert(full.end(), c.label_ids[i].begin(), c.label_ids[i].end());
+    CHECK(full == tok->encode("\nLabel: " + c.labels[i]));
+    CHECK(tok->decode(c.label_ids[i]) == " " + c.labels[i]);
+  }
+  CHECK(LabelTrie::build(c.label_ids, c.labels).ok());
+  nlohmann::json settings = job_settings_to_json(*spec);
+  auto back = classify_settings_from_json(settings);
+  REQUIRE(back.ok());
+  CHECK(back->label_ids == c.label_ids);
+  CHECK(back->prefix_ids == c.prefix_ids);
+  CHECK(settings["max_context"] ==
+        c.prefix_ids.size() + prompt.size() +
+            std::max_element(c.label_ids.begin(), c.label_ids.end(),
+                             [](const auto& a, const auto& b) { return a.size() < b.size(); })
+                ->size());
+
+  auto prefixed = parse(
+      "template: \"{document}\\nLabel:\"\nlabels: [bug, bug report]\n"
+      "items: [{id: x, document: y}]\n");
+  REQUIRE(prefixed.ok());
+  Status s = check_spec_against_model(*prefixed, config, &*tok);
+  CHECK_THAT(s.message(), Catch::Contains("label 'bug' is a token prefix of label 'bug report'"));
+  auto none = parse(std::string(kTemplate) + "items: [{id: x, document: y}]\n");
+  REQUIRE(none.ok());
+  CHECK_THAT(check_spec_against_model(*none, config, nullptr).message(),
+             Catch::Contains("classify jobs need the model's tokenizer"));
 }
 
 }  // namespace
