@@ -63,17 +63,7 @@ class ClassifyRun {
 };
 
 Status ClassifyRun::feed(std::span<const int32_t> ids, EngineUsage& usage, bool decode) {
-  const ForwardStats before = session_->stats();
-  const WeightStats wbefore = env_.model.weights().stats();
-  Status s = session_->feed(ids);
-  const ForwardStats& after = session_->stats();
-  const WeightStats wafter = env_.model.weights().stats();
-  usage.io_wait_s += after.wait_s - before.wait_s;
-  usage.compute_s += after.compute_s - before.compute_s;
-  usage.bytes_read += weight_bytes_read(wafter) - weight_bytes_read(wbefore);
-  usage.tokens_fed += static_cast<int64_t>(after.tokens - before.tokens);
-  if (decode) ++usage.decode_steps;
-  return s;
+  return feed_counted(*session_, ids, nullptr, decode, usage);
 }
 
 Result<ClassifyRun::Step> ClassifyRun::feed_chunked(std::span<const int32_t> ids,
