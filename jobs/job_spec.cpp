@@ -9,13 +9,16 @@ const char* job_kind_name(JobKind kind) {
   switch (kind) {
     case JobKind::kGenerate:
       return "generate";
+    case JobKind::kClassify:
+      return "classify";
   }
   return "?";
 }
 
 Result<JobKind> parse_job_kind(const std::string& name) {
   if (name == "generate") return JobKind::kGenerate;
-  return invalid_argument("unknown kind '" + name + "' (known: generate)");
+  if (name == "classify") return JobKind::kClassify;
+  return invalid_argument("unknown kind '" + name + "' (known: classify, generate)");
 }
 
 nlohmann::json generate_params_to_json(const GenerateParams& p) {
@@ -50,12 +53,66 @@ Result<GenerateParams> generate_params_from_json(const nlohmann::json& j) {
   return p;
 }
 
+namespace {
+
+int longest_label(const JobSpec& spec) {
+  size_t longest = 0;
+  if (spec.classify)
+    for (const auto& ids : spec.classify->label_ids) longest = std::max(longest, ids.size());
+  return static_cast<int>(longest);
+}
+
+}  // namespace
+
 int64_t job_max_context(const JobSpec& spec) {
   int64_t longest = 0;
-  for (const auto& item : spec.items)
-    longest = std::max<int64_t>(
-        longest, static_cast<int64_t>(item.prompt_ids.size()) + item.params.max_tokens);
+  for (const auto& item : spec.items) {
+    const int64_t n = static_cast<int64_t>(item.prompt_ids.size());
+    longest = std::max<int64_t>(longest, spec.classify ? n : n + item.params.max_tokens);
+  }
+  if (spec.classify)
+    longest += static_cast<int64_t>(spec.classify->prefix_ids.size()) + longest_label(spec);
   return longest;
+}
+
+nlohmann::json item_params_to_json(const JobSpec& spec, const ItemSpec& item) {
+  if (spec.classify) return {{"max_tokens", longest_label(spec)}};
+  return generate_params_to_json(item.params);
+}
+
+nlohmann::json classify_settings_to_json(const ClassifySpec& c) {
+  nlohmann::json outputs = nlohmann::json::object();
+  if (c.output_jsonl) outputs["jsonl"] = *c.output_jsonl;
+  if (c.output_csv) outputs["csv"] = *c.output_csv;
+  return {{"template", c.template_text}, {"labels", c.labels},
+          {"label_ids", c.label_ids},    {"prefix_ids", c.prefix_ids},
+          {"suffix_ids", c.suffix_ids},  {"outputs", outputs}};
+}
+
+Result<ClassifySettings> classify_settings_from_json(const nlohmann::json& job_settings) {
+  auto bad = [](const std::string& what) {
+    return invalid_argument("job settings: classify." + what + " missing or mistyped");
+  };
+  if (!job_settings.is_object() || !job_settings.contains("classify") ||
+      !job_settings["classify"].is_object())
+    return bad("(the classify part)");
+  const nlohmann::json& c = job_settings["classify"];
+  ClassifySettings s;
+  try {
+    s.labels = c.at("labels").get<std::vector<std::string>>();
+    s.label_ids = c.at("label_ids").get<std::vector<std::vector<int32_t>>>();
+    s.prefix_ids = c.at("prefix_ids").get<std::vector<int32_t>>();
+    s.suffix_ids = c.at("suffix_ids").get<std::vector<int32_t>>();
+    if (c.contains("outputs")) {
+      const nlohmann::json& o = c["outputs"];
+      if (o.contains("jsonl")) s.output_jsonl = o["jsonl"].get<std::string>();
+      if (o.contains("csv")) s.output_csv = o["csv"].get<std::string>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return bad(std::string("* (") + e.what() + ")");
+  }
+  if (s.labels.empty() || s.labels.size() != s.label_ids.size()) return bad("labels");
+  return s;
 }
 
 nlohmann::json job_settings_to_json(const JobSpec& spec) {
@@ -65,6 +122,7 @@ nlohmann::json job_settings_to_json(const JobSpec& spec) {
   j["memory_bytes"] =
       spec.memory_bytes ? nlohmann::json(*spec.memory_bytes) : nlohmann::json(nullptr);
   j["max_context"] = job_max_context(spec);
+  if (spec.classify) j["classify"] = classify_settings_to_json(*spec.classify);
   return j;
 }
 

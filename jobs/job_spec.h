@@ -1,8 +1,8 @@
 // A validated job spec: the structs `nightjar submit` builds from a YAML file and stores,
 // and the per-item generation settings `nightjar run` reads back.
 //
-// The spec format (keys, types, defaults) is documented in jobs/spec_parser.h; the
-// machine-readable contract (schemas/job.schema.json) follows with the classification kind.
+// The spec format (keys, types, defaults) is documented in jobs/spec_parser.h (generate)
+// and jobs/classify_spec.h (classify).
 #pragma once
 
 #include <cstdint>
@@ -17,12 +17,12 @@
 
 namespace nj::jobs {
 
-// The job kinds. `generate` runs a prompt to `max_tokens`; the classification kind is
-// added next to it (its parser hooks in where spec_parser.cpp dispatches on `kind`).
-enum class JobKind { kGenerate };
+// The job kinds. `generate` runs a prompt to `max_tokens`; `classify` scores a document
+// against a fixed label set (jobs/classify_spec.h).
+enum class JobKind { kGenerate, kClassify };
 
 const char* job_kind_name(JobKind kind);
-// "generate" -> kGenerate. InvalidArgument for anything else.
+// "generate" -> kGenerate, "classify" -> kClassify. InvalidArgument for anything else.
 Result<JobKind> parse_job_kind(const std::string& name);
 
 // Per-item generation settings: the job's `defaults`, overridden key by key per item.
@@ -46,8 +46,26 @@ struct ItemSpec {
   std::string where;                       // "<spec>:<line>:<col>" of the item (for messages)
   std::optional<std::string> prompt_text;  // `prompt:` text, tokenized at submit
   std::string prompt_where;                // "<spec>:<line>:<col>" of the prompt value
-  std::vector<int32_t> prompt_ids;         // `prompt_ids:`, or the tokenized `prompt:`
+  std::vector<int32_t> prompt_ids;         // `prompt_ids:`, or the tokenized `prompt:`;
+                                           // classify: the document's tokens + the suffix's
   GenerateParams params;
+  std::optional<std::string> document;  // classify: the document's text
+};
+
+// A classify job's own settings (jobs/classify_spec.h); token ids are filled by
+// bind_spec_to_model.
+struct ClassifySpec {
+  std::string template_text;               // `template`, as written
+  std::string template_where;              // "<spec>:<line>:<col>" of the template value
+  std::string prefix_text;                 // the template before {document}, expanded
+  std::string suffix_text;                 // after {document}, expanded, right-trimmed
+  std::vector<std::string> labels;         // `labels`, in order
+  std::vector<std::string> label_wheres;   // "<spec>:<line>:<col>" of each label
+  std::optional<std::string> output_jsonl;  // `outputs.jsonl`, absolute
+  std::optional<std::string> output_csv;    // `outputs.csv`, absolute
+  std::vector<int32_t> prefix_ids;               // the prefix's tokens (prefilled once per job)
+  std::vector<int32_t> suffix_ids;               // the suffix's tokens (after every document)
+  std::vector<std::vector<int32_t>> label_ids;   // [labels] tokens of " " + label after suffix
 };
 
 struct JobSpec {
@@ -60,14 +78,37 @@ struct JobSpec {
   int max_attempts = 3;  // failed attempts (errors, lost processes) before an item fails
   int priority = 0;      // higher runs first; FIFO among equals
   std::vector<ItemSpec> items;
+  std::optional<ClassifySpec> classify;  // set exactly when kind is classify
 };
 
-// The longest sequence an item of the job runs: prompt + max_tokens (what the engine's
-// memory plan must hold state for). REQUIRES: prompts tokenized (spec_model.h).
+// The longest sequence an item of the job runs: prompt + max_tokens, or for classify prefix +
+// document + suffix + the longest label (what the engine's memory plan must hold state for).
+// REQUIRES: prompts tokenized (spec_model.h).
 int64_t job_max_context(const JobSpec& spec);
 
 // The job-level settings as canonical JSON, stored with the job: name, kind, model,
-// memory_bytes, max_attempts, priority, source, max_context.
+// memory_bytes, max_attempts, priority, source, max_context; for classify also "classify":
+// classify_settings_to_json.
 nlohmann::json job_settings_to_json(const JobSpec& spec);
+
+// The per-item settings stored with each item: generate_params_to_json for generate, and
+// {"max_tokens": longest label in tokens} for classify (its output is the label's tokens).
+nlohmann::json item_params_to_json(const JobSpec& spec, const ItemSpec& item);
+
+// What `run` needs of a classify job, stored in the job's settings under "classify":
+// {"template", "labels", "label_ids", "prefix_ids", "suffix_ids", "outputs": {"jsonl", "csv"}}.
+nlohmann::json classify_settings_to_json(const ClassifySpec& c);
+
+// The settings read back by `run` and `results`.
+struct ClassifySettings {
+  std::vector<std::string> labels;
+  std::vector<std::vector<int32_t>> label_ids;
+  std::vector<int32_t> prefix_ids;
+  std::vector<int32_t> suffix_ids;
+  std::optional<std::string> output_jsonl, output_csv;
+};
+// InvalidArgument naming the field when the job's settings lack a classify part or it is
+// mistyped (a store written by a bug or by hand).
+Result<ClassifySettings> classify_settings_from_json(const nlohmann::json& job_settings);
 
 }  // namespace nj::jobs

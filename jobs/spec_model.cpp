@@ -1,9 +1,13 @@
-// Spec-against-model checks: model directory, text prompts, vocabulary range.
+// Spec-against-model checks: model directory, text prompts, vocabulary range; for classify
+// the template, label and document tokens and the label trie.
 #include "jobs/spec_model.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "jobs/label_trie.h"
 
 namespace nj::jobs {
 namespace {
@@ -16,10 +20,81 @@ Status join(const std::vector<std::string>& lines) {
   return invalid_argument(text);
 }
 
+// The first id outside the vocabulary, or -1.
+int32_t outside(const std::vector<int32_t>& ids, int32_t vocab) {
+  for (int32_t id : ids)
+    if (id >= vocab) return id;
+  return -1;
+}
+
+std::string tail_of(const std::string& text) {
+  return text.size() <= 24 ? text : "..." + text.substr(text.size() - 24);
+}
+
+// Tokenizes the template's parts, the labels (as " " + label after the suffix) and the
+// documents (each followed by the suffix's tokens), and builds the label trie.
+Status check_classify(JobSpec& spec, const ModelConfig& config, const Tokenizer* tokenizer) {
+  ClassifySpec& c = *spec.classify;
+  if (!tokenizer)
+    return invalid_argument(spec.model_where + ": model: classify jobs need the model's tokenizer "
+                            "(for the template, the documents and the labels), and " +
+                            spec.model_dir + " has none (no " + Tokenizer::kRanksFile + ")");
+  std::vector<std::string> errors;
+  c.prefix_ids = tokenizer->encode(c.prefix_text);
+  c.suffix_ids = tokenizer->encode(c.suffix_text);
+  if (int32_t id = std::max(outside(c.prefix_ids, config.vocab), outside(c.suffix_ids, config.vocab));
+      id >= 0)
+    errors.push_back(c.template_where + ": template: token id " + std::to_string(id) +
+                     " is outside the model's vocabulary (size " + std::to_string(config.vocab) + ")");
+  c.label_ids.clear();
+  for (size_t i = 0; i < c.labels.size(); ++i) {
+    const std::string path = "labels[" + std::to_string(i) + "]";
+    std::vector<int32_t> full = tokenizer->encode(c.suffix_text + " " + c.labels[i]);
+    if (full.size() < c.suffix_ids.size() ||
+        !std::equal(c.suffix_ids.begin(), c.suffix_ids.end(), full.begin())) {
+      errors.push_back(c.label_wheres[i] + ": " + path + ": '" + c.labels[i] +
+                       "' does not tokenize cleanly after the template's end '" +
+                       tail_of(c.suffix_text) +
+                       "' (the tokenizer merges across the boundary, changing the template's last "
+                       "tokens); end the template with punctuation such as ':' or a newline");
+      c.label_ids.emplace_back();
+      continue;
+    }
+    c.label_ids.emplace_back(full.begin() + static_cast<long>(c.suffix_ids.size()), full.end());
+    if (c.label_ids.back().empty())
+      errors.push_back(c.label_wheres[i] + ": " + path + ": '" + c.labels[i] +
+                       "' tokenizes to nothing after the template");
+    else if (int32_t id = outside(c.label_ids.back(), config.vocab); id >= 0)
+      errors.push_back(c.label_wheres[i] + ": " + path + ": token id " + std::to_string(id) +
+                       " is outside the model's vocabulary");
+  }
+  if (errors.empty()) {
+    auto trie = LabelTrie::build(c.label_ids, c.labels);
+    if (!trie.ok())
+      errors.push_back(c.label_wheres.front() + ": labels: " + trie.status().message());
+  }
+  for (size_t i = 0; i < spec.items.size(); ++i) {
+    ItemSpec& item = spec.items[i];
+    item.prompt_ids = tokenizer->encode(item.document.value_or(""));
+    if (item.prompt_ids.empty()) {
+      errors.push_back(item.prompt_where + ": document '" + item.id + "' encodes to no tokens");
+      continue;
+    }
+    if (int32_t id = outside(item.prompt_ids, config.vocab); id >= 0) {
+      errors.push_back(item.prompt_where + ": document '" + item.id + "': token id " +
+                       std::to_string(id) + " is outside the model's vocabulary");
+      continue;
+    }
+    item.prompt_ids.insert(item.prompt_ids.end(), c.suffix_ids.begin(), c.suffix_ids.end());
+  }
+  return join(errors);
+}
+
 }  // namespace
 
 Status check_spec_against_model(JobSpec& spec, const ModelConfig& config,
                                 const Tokenizer* tokenizer) {
+  if (spec.classify) return check_classify(spec, config, tokenizer);
   std::vector<std::string> errors;
   for (size_t i = 0; i < spec.items.size(); ++i) {
     ItemSpec& item = spec.items[i];
@@ -56,7 +131,7 @@ Status bind_spec_to_model(JobSpec& spec) {
   auto config = load_model_config(spec.model_dir);
   if (!config.ok())
     return invalid_argument(spec.model_where + ": model: " + config.status().message());
-  bool any_text = false;
+  bool any_text = spec.classify.has_value();
   for (const auto& item : spec.items) any_text = any_text || item.prompt_text.has_value();
   std::optional<Tokenizer> tokenizer;
   if (any_text && Tokenizer::exists_in(spec.model_dir)) {

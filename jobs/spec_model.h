@@ -1,7 +1,9 @@
 // The checks of a job spec that need its model: the model directory exists and its
 // config parses, text prompts are tokenized with the model's tokenizer (a clear error when
-// the model has none), and every prompt id is inside the vocabulary. Run by `submit`, so a
-// job that cannot run is rejected before anything is stored.
+// the model has none), and every prompt id is inside the vocabulary. For classify jobs the
+// template, labels and documents are tokenized (the tokenizer is required) and the labels'
+// token trie is built (label_trie.h). Run by `submit`, so a job that cannot run is rejected
+// before anything is stored.
 #pragma once
 
 #include "engine/model/config.h"

@@ -1,4 +1,5 @@
-// Job spec parsing: the common keys, then the kind's own keys (generate: defaults, items).
+// Job spec parsing: the common keys, then the kind's own keys (generate: defaults, items;
+// classify: classify_spec.cpp).
 #include "jobs/spec_parser.h"
 
 #include <filesystem>
@@ -7,6 +8,7 @@
 
 #include "engine/io/file.h"
 #include "engine/util/units.h"
+#include "jobs/classify_spec.h"
 #include "jobs/spec_reader.h"
 #include "jobs/yaml_source.h"
 
@@ -181,7 +183,11 @@ Result<JobSpec> parse_job_spec(const std::string& text, const std::string& name,
     case JobKind::kGenerate:
       read_generate_kind(top, spec);
       break;
+    case JobKind::kClassify:
+      read_classify_kind(top, spec, base_dir);
+      break;
   }
+  report_other_kind_keys(top, spec.kind);
   top.report_unknown_keys();
   if (!errors.empty()) return errors.status();
   return spec;

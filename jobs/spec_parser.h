@@ -1,10 +1,10 @@
 // Job spec files: YAML text -> a validated JobSpec, every error with file:line:column.
 //
-// The format (kind `generate`):
+// The format (kind `generate`; kind `classify` is in classify_spec.h):
 //
 //   name: TEXT                 required
 //   model: DIR                 required; a relative path resolves against the spec's directory
-//   kind: generate             required
+//   kind: generate             required: generate or classify
 //   memory: SIZE               optional engine memory budget ("8GiB", "512MiB", bytes)
 //   max_attempts: N            optional, default 3: failed attempts (errors, lost processes)
 //                              after which an item fails with its last error

@@ -25,6 +25,7 @@ class SpecErrors {
   // has no position); `path` may be empty.
   void add(const YAML::Node& at, const std::string& path, const std::string& message);
   bool empty() const { return lines_.empty(); }
+  size_t count() const { return lines_.size(); }
   // OK when empty; otherwise InvalidArgument with one error per line (at most 20 listed).
   Status status() const;
   const std::string& file() const { return file_; }

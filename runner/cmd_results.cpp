@@ -1,5 +1,7 @@
-// `nightjar results JOB [--format jsonl] [--out FILE]`: one JSON object per item, in spec
-// order, to stdout or (atomically) to a file.
+// `nightjar results JOB [--format jsonl|csv|openai] [--out FILE] [--write]`: one JSON object
+// per item (or a CSV row, job_outputs.h; or a Batch API output line, openai_results.h), in
+// spec order, to stdout or (atomically) to a file; --write (re)writes the outputs the job's
+// spec declares.
 #include <cstdio>
 #include <memory>
 
@@ -12,6 +14,7 @@
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
 #include "runner/home.h"
+#include "runner/job_outputs.h"
 #include "runner/openai_results.h"
 #include "runner/output.h"
 
@@ -52,6 +55,17 @@ nlohmann::json result_line(const ItemRow& item, const std::optional<ResultRow>& 
   return j;
 }
 
+// `results JOB --write`: the job's declared outputs.
+int write_outputs_now(JobStore& store, const JobRow& job) {
+  auto written = write_declared_outputs(store, job);
+  if (!written.ok()) return report_failure(written.status());
+  if (written->empty())
+    return report_failure(invalid_argument("job " + std::to_string(job.id) +
+                                           " declares no outputs (outputs: in its spec)"));
+  for (const auto& path : *written) spdlog::info("wrote {}", path);
+  return kExitOk;
+}
+
 }  // namespace
 
 void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
@@ -60,15 +74,18 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     std::string home;
     std::string format = "jsonl";
     std::string out;
+    bool write = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub =
       app.add_subcommand("results", "A job's results, one JSON object per item (JSON Lines)");
   sub->add_option("job", a->job, "A job id or name")->required();
   add_home_option(*sub, a->home);
-  sub->add_option("--format", a->format, "jsonl (default) or openai (Batch API output lines)")
-      ->check(CLI::IsMember({"jsonl", "openai"}));
+  sub->add_option("--format", a->format,
+                  "jsonl (default), csv, or openai (Batch API output lines, runner/openai_results.h)")
+      ->check(CLI::IsMember({"jsonl", "csv", "openai"}));
   sub->add_option("--out", a->out, "Write to this file (atomically) instead of stdout");
+  sub->add_flag("--write", a->write, "Write the outputs the job's spec declares (outputs:)");
   table.emplace_back(sub, [a]() -> int {
     auto home = resolve_home(a->home);
     if (!home.ok()) return report_usage_error("--home", home.status());
@@ -77,31 +94,34 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     JobStore& s = **store;
     auto job = s.find_job(a->job);
     if (!job.ok()) return report_failure(job.status());
+    if (a->write) return write_outputs_now(s, *job);
     auto items = s.items(job->id);
     if (!items.ok()) return report_failure(items.status());
-    std::string text;
-    if (a->format == "openai") {  // runner/openai_results.h
-      auto lines = openai_batch_text(s, *job, *items);
-      if (!lines.ok()) return report_failure(lines.status());
-      text = std::move(*lines);
-    }
-    for (const auto& item : *items) {
-      if (a->format != "jsonl") break;
-      auto r = s.result(item.id);
-      if (!r.ok()) return report_failure(r.status());
-      text += result_line(item, *r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-              "\n";
-    }
+    auto text = a->format == "csv"      ? results_csv(s, *job)
+                : a->format == "openai" ? openai_batch_text(s, *job, *items)
+                                        : results_jsonl(s, *job);
+    if (!text.ok()) return report_failure(text.status());
     if (a->out.empty()) {
-      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fwrite(text->data(), 1, text->size(), stdout);
       std::fflush(stdout);
       return kExitOk;
     }
-    if (Status st = write_file_durably(*Env::posix(), a->out, text); !st.ok())
+    if (Status st = write_file_durably(*Env::posix(), a->out, *text); !st.ok())
       return report_failure(st);
     spdlog::info("wrote {} results of job {} to {}", items->size(), job->id, a->out);
     return kExitOk;
   });
+}
+
+Result<std::string> results_jsonl(JobStore& store, const JobRow& job) {
+  NJ_ASSIGN_OR_RETURN(auto items, store.items(job.id));
+  std::string text;
+  for (const auto& item : items) {
+    NJ_ASSIGN_OR_RETURN(auto r, store.result(item.id));
+    text +=
+        result_line(item, r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  return text;
 }
 
 }  // namespace nj::runner

@@ -64,6 +64,12 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
   sub->add_option("--poll-seconds", a->sched.poll_interval_s,
                   "How often an idle run looks for new work (default 5)")
       ->check(CLI::PositiveNumber);
+  // Engineering switch (hidden): classify items feed the template prefix themselves instead
+  // of restoring the job's prefix state, for benchmarks of what the reuse saves.
+  sub->add_flag_function(
+         "--no-prefix-reuse", [&item](int64_t) { item.prefix_reuse = false; },
+         "Classify items prefill the template prefix themselves (benchmarks)")
+      ->group("");
   sub->add_option("--log-seconds", a->log_interval_s,
                   "Progress log line interval when stderr is not a terminal (default 30)")
       ->check(CLI::PositiveNumber);

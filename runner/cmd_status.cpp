@@ -116,6 +116,25 @@ void print_items_text(const JobSummary& j, const std::vector<ItemRow>& items) {
   }
 }
 
+// A classify job's template prefix work, from its `prefix_prefilled` events: how often it
+// was prefilled (once per job unless its state file was lost or unusable) and what that cost.
+Result<nlohmann::json> prefix_json(JobStore& store, int64_t job_id) {
+  NJ_ASSIGN_OR_RETURN(auto events, store.events(job_id, std::nullopt));
+  int64_t prefills = 0, tokens_fed = 0;
+  double prefill_s = 0;
+  for (const auto& e : events) {
+    if (e.kind != "prefix_prefilled") continue;
+    auto d = nlohmann::json::parse(e.detail_json, nullptr, false);
+    ++prefills;
+    if (d.is_object()) {
+      tokens_fed += d.value("tokens_fed", int64_t{0});
+      prefill_s += d.value("prefill_s", 0.0);
+    }
+  }
+  return nlohmann::json{
+      {"prefills", prefills}, {"tokens_fed", tokens_fed}, {"prefill_s", prefill_s}};
+}
+
 // Opens the home's existing store (read-mostly commands never create one).
 Result<std::unique_ptr<JobStore>> open_existing(const std::string& home_flag) {
   NJ_ASSIGN_OR_RETURN(Home home, resolve_home(home_flag));
@@ -161,7 +180,13 @@ void add_status_command(CLI::App& app, const GlobalOptions&, CommandTable& table
     if (a->output == "json") {
       nlohmann::json arr = nlohmann::json::array();
       for (const auto& i : *items) arr.push_back(item_json(i));
-      print_json({{"job", job_json(*summary)}, {"items", arr}});
+      nlohmann::json j = job_json(*summary);
+      if (job->kind == "classify") {
+        auto prefix = prefix_json(s, job->id);
+        if (!prefix.ok()) return report_failure(prefix.status());
+        j["prefix"] = *prefix;
+      }
+      print_json({{"job", j}, {"items", arr}});
     } else {
       print_items_text(*summary, *items);
     }

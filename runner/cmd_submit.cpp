@@ -33,8 +33,8 @@ NewJob to_new_job(const jobs::JobSpec& spec, const std::string& spec_path) {
   job.spec_path = spec_path;
   job.settings_json = jobs::job_settings_to_json(spec).dump();
   for (const auto& item : spec.items) {
-    job.items.push_back(NewItem{item.id, item.prompt_text, item.prompt_ids,
-                                jobs::generate_params_to_json(item.params).dump()});
+    job.items.push_back(NewItem{item.id, item.prompt_text ? item.prompt_text : item.document,
+                                item.prompt_ids, jobs::item_params_to_json(spec, item).dump()});
   }
   return job;
 }

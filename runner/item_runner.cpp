@@ -103,17 +103,7 @@ void ItemRun::fresh_session() {
 }
 
 Status ItemRun::feed(std::span<const int32_t> ids, std::vector<float>* rows, bool decode) {
-  const ForwardStats before = session_->stats();
-  const WeightStats wbefore = env_.model.weights().stats();
-  Status s = session_->feed(ids, rows);
-  const ForwardStats& after = session_->stats();
-  const WeightStats wafter = env_.model.weights().stats();
-  usage_.io_wait_s += after.wait_s - before.wait_s;
-  usage_.compute_s += after.compute_s - before.compute_s;
-  usage_.bytes_read += weight_bytes_read(wafter) - weight_bytes_read(wbefore);
-  usage_.tokens_fed += static_cast<int64_t>(after.tokens - before.tokens);
-  if (decode) ++usage_.decode_steps;
-  return s;
+  return feed_counted(*session_, ids, rows, decode, usage_);
 }
 
 // Restores the item's checkpoint into a fresh session when it is usable: it verifies (the
@@ -441,6 +431,22 @@ Result<ItemReport> ItemRun::run() {
 }
 
 }  // namespace
+
+Status feed_counted(Session& session, std::span<const int32_t> ids, std::vector<float>* rows,
+                    bool decode, EngineUsage& usage) {
+  WeightSource& weights = session.model().weights();
+  const ForwardStats before = session.stats();
+  const WeightStats wbefore = weights.stats();
+  Status s = session.feed(ids, rows);
+  const ForwardStats& after = session.stats();
+  const WeightStats wafter = weights.stats();
+  usage.io_wait_s += after.wait_s - before.wait_s;
+  usage.compute_s += after.compute_s - before.compute_s;
+  usage.bytes_read += weight_bytes_read(wafter) - weight_bytes_read(wbefore);
+  usage.tokens_fed += static_cast<int64_t>(after.tokens - before.tokens);
+  if (decode) ++usage.decode_steps;
+  return s;
+}
 
 Result<ItemReport> run_item(const ItemEnv& env, const Claim& claim) {
   ItemRun run(env, claim);

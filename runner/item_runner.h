@@ -24,6 +24,7 @@
 #include <string>
 
 #include "engine/model/model.h"
+#include "engine/model/session.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "runner/lease_keeper.h"
 #include "runner/progress.h"
@@ -48,6 +49,9 @@ struct ItemRunOptions {
   double checkpoint_interval_s = 120;
   // Tokens fed to the engine per call while catching up (prompt and replay).
   int prefill_chunk = 64;
+  // Classify items restore the job's template prefix state instead of prefilling it (the
+  // prefix is prefilled once per job). Off only to measure what that saves.
+  bool prefix_reuse = true;
 };
 
 enum class ItemOutcome {
@@ -76,6 +80,11 @@ struct ItemEnv {
   const LeaseKeeper& lease;
   ProgressReporter& progress;
 };
+
+// session.feed(ids, rows), adding what the engine did to `usage`: engine time, weight bytes
+// read, tokens consumed, and one decode step when `decode`. Returns the feed's status.
+Status feed_counted(Session& session, std::span<const int32_t> ids, std::vector<float>* rows,
+                    bool decode, EngineUsage& usage);
 
 // Runs the claimed item until it is done, stops, loses its lease or fails an attempt.
 // Returns a Status only for store failures (I/O, disk full), after which the run must end;

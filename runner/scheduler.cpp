@@ -11,8 +11,11 @@
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/units.h"
+#include "runner/classify_runner.h"
+#include "runner/job_outputs.h"
 #include "runner/lease_keeper.h"
 #include "runner/lease_owner.h"
+#include "runner/prefix_states.h"
 
 namespace nj::runner {
 namespace {
@@ -73,15 +76,36 @@ int64_t job_context(const Claim& claim) {
   return context;
 }
 
-// The item runner of the job's kind (generate so far); another kind is a failed attempt.
+// The item runner of the job's kind; another kind is a failed attempt.
 Result<ItemReport> run_claimed(const ItemEnv& env, const Claim& claim) {
   if (claim.job.kind == "generate") return run_item(env, claim);
+  if (claim.job.kind == "classify") return run_classify_item(env, claim);
   const std::string error = "this nightjar cannot run jobs of kind '" + claim.job.kind + "'";
   NJ_ASSIGN_OR_RETURN(auto state,
                       env.store.fail_attempt(claim.item.id, env.owner,
                                              Progress{claim.item.tokens_done, {}, 0, 0}, error));
   if (!state) return ItemReport{ItemOutcome::kLostLease, std::nullopt, "lease lost", 0};
   return ItemReport{ItemOutcome::kAttemptFailed, *state, error, 0};
+}
+
+// After an item of `job` finished (done or failed for good): when the job has nothing queued
+// or running left, writes the outputs its spec declares and drops its prefix state. An
+// output that cannot be written is logged and recorded as an event; the results stay in the
+// store (`nightjar results JOB --write` writes them again). Status only for store failures.
+Status finish_job_if_complete(JobStore& store, const JobRow& job, const Home& home) {
+  NJ_ASSIGN_OR_RETURN(JobSummary summary, store.job_summary(job.id));
+  if (summary.queued + summary.running > 0) return Status();
+  PrefixStates(home.dir).remove_job(job.id);
+  auto written = write_declared_outputs(store, job);
+  if (!written.ok()) {
+    spdlog::error("job {}: could not write its outputs: {}", job.id, written.status().message());
+    return store.add_event(job.id, std::nullopt, "outputs_failed",
+                           nlohmann::json{{"error", written.status().message()}}.dump());
+  }
+  if (written->empty()) return Status();
+  for (const auto& path : *written) spdlog::info("job {}: wrote {}", job.id, path);
+  return store.add_event(job.id, std::nullopt, "outputs_written",
+                         nlohmann::json{{"paths", *written}}.dump());
 }
 
 // Sleeps up to `seconds`, waking early on a stop.
@@ -140,10 +164,12 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
                           store.fail_attempt(item.id, owner, Progress{item.tokens_done, {}, 0, 0},
                                              model.status().message()));
       spdlog::error("job {} item {}: {}", claim->job.id, item.custom_id, model.status().message());
-      if (state == ItemState::kFailed)
+      if (state == ItemState::kFailed) {
         ++summary.failed;
-      else
+        NJ_RETURN_IF_ERROR(finish_job_if_complete(store, claim->job, home));
+      } else {
         ++summary.failed_attempts;
+      }
       continue;
     }
     ItemEnv env{store,  **model, models.tokenizer(), files, item_options, owner, stop,
@@ -153,6 +179,8 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
     keeper.stop();
     if (!report.ok()) return report.status();
     summary.tokens += report->tokens_generated;
+    if (report->state_after == ItemState::kDone || report->state_after == ItemState::kFailed)
+      NJ_RETURN_IF_ERROR(finish_job_if_complete(store, claim->job, home));
     switch (report->outcome) {
       case ItemOutcome::kDone:
         ++summary.done;

@@ -1,0 +1,111 @@
+// results_csv and the declared outputs of a job.
+#include "runner/job_outputs.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/io/durable.h"
+#include "engine/io/env.h"
+#include "jobs/job_spec.h"
+
+namespace nj::runner {
+namespace {
+
+std::string number(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9f", v);
+  return buf;
+}
+
+std::string error_of(const ItemRow& item) {
+  return item.last_error && item.state != ItemState::kDone ? *item.last_error : std::string();
+}
+
+Result<std::string> classify_csv(JobStore& store, const JobRow& job,
+                                 const jobs::ClassifySettings& c) {
+  std::string out = "custom_id,status,label";
+  for (const auto& label : c.labels) out += "," + csv_field("p(" + label + ")");
+  out += ",margin,error\n";
+  NJ_ASSIGN_OR_RETURN(auto items, store.items(job.id));
+  for (const auto& item : items) {
+    NJ_ASSIGN_OR_RETURN(auto r, store.result(item.id));
+    nlohmann::json d;
+    if (r && r->details_json) d = nlohmann::json::parse(*r->details_json, nullptr, false);
+    const bool scored = d.is_object() && d.contains("probabilities");
+    out += csv_field(item.custom_id) + "," + item_state_name(item.state) + ",";
+    out += scored ? csv_field(d.value("label", "")) : "";
+    for (const auto& label : c.labels) {
+      out += ",";
+      if (scored && d["probabilities"].contains(label) && d["probabilities"][label].is_number())
+        out += number(d["probabilities"][label].get<double>());
+    }
+    out += ",";
+    if (scored && d.contains("margin") && d["margin"].is_number())
+      out += number(d["margin"].get<double>());
+    out += "," + csv_field(error_of(item)) + "\n";
+  }
+  return out;
+}
+
+Result<std::string> generate_csv(JobStore& store, const JobRow& job) {
+  std::string out = "custom_id,status,finish_reason,output_tokens,output_text,error\n";
+  NJ_ASSIGN_OR_RETURN(auto items, store.items(job.id));
+  for (const auto& item : items) {
+    NJ_ASSIGN_OR_RETURN(auto r, store.result(item.id));
+    out += csv_field(item.custom_id) + "," + item_state_name(item.state) + ",";
+    out += (r ? csv_field(r->finish_reason) : "") + "," + std::to_string(item.tokens_done) + ",";
+    out += (r && r->output_text ? csv_field(*r->output_text) : "") + ",";
+    out += csv_field(error_of(item)) + "\n";
+  }
+  return out;
+}
+
+// write_file_durably, creating the file's directory first (results/triage.csv).
+Status write_output(const std::string& path, const std::string& text) {
+  std::error_code ec;
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  if (ec) return io_error(dir.string() + ": cannot create the output directory: " + ec.message());
+  return write_file_durably(*Env::posix(), path, text);
+}
+
+}  // namespace
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+Result<std::string> results_csv(JobStore& store, const JobRow& job) {
+  if (job.kind != "classify") return generate_csv(store, job);
+  NJ_ASSIGN_OR_RETURN(auto c, jobs::classify_settings_from_json(
+                                  nlohmann::json::parse(job.settings_json, nullptr, false)));
+  return classify_csv(store, job, c);
+}
+
+Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const JobRow& job) {
+  std::vector<std::string> written;
+  if (job.kind != "classify") return written;
+  NJ_ASSIGN_OR_RETURN(auto c, jobs::classify_settings_from_json(
+                                  nlohmann::json::parse(job.settings_json, nullptr, false)));
+  if (c.output_jsonl) {
+    NJ_ASSIGN_OR_RETURN(std::string text, results_jsonl(store, job));
+    NJ_RETURN_IF_ERROR(write_output(*c.output_jsonl, text));
+    written.push_back(*c.output_jsonl);
+  }
+  if (c.output_csv) {
+    NJ_ASSIGN_OR_RETURN(std::string text, classify_csv(store, job, c));
+    NJ_RETURN_IF_ERROR(write_output(*c.output_csv, text));
+    written.push_back(*c.output_csv);
+  }
+  return written;
+}
+
+}  // namespace nj::runner

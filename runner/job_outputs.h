@@ -1,0 +1,34 @@
+// A job's results as files: the CSV form of `nightjar results --format csv`, and the
+// outputs a classify spec declares (`outputs: {jsonl, csv}`), written atomically when the
+// job's last item finishes (by `run`) and again by `nightjar results JOB --write`.
+//
+// CSV (RFC 4180: comma-separated, fields with a comma, quote or line break quoted, quotes
+// doubled; one header line; items in spec order):
+//   classify   custom_id,status,label,p(<label 1>),...,p(<label n>),margin,error
+//   generate   custom_id,status,finish_reason,output_tokens,output_text,error
+// Items without a result leave label, probabilities and margin empty.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/util/status.h"
+#include "runner/store/job_store.h"
+
+namespace nj::runner {
+
+// The job's results as JSON Lines, one object per item (cmd_results.cpp: the same text as
+// `nightjar results JOB`).
+Result<std::string> results_jsonl(JobStore& store, const JobRow& job);
+
+// The job's results as CSV (above).
+Result<std::string> results_csv(JobStore& store, const JobRow& job);
+
+// Writes the outputs the job's spec declared (durably: temp + fsync + rename). Returns the
+// paths written; empty when the job declares none. IOError naming the path.
+Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const JobRow& job);
+
+// One CSV field, quoted when needed.
+std::string csv_field(const std::string& text);
+
+}  // namespace nj::runner
