@@ -35,17 +35,20 @@ void read_label(const std::string& details_json, ItemReport& out) {
 void append_item_lines(const JobReport& r, size_t max_items, std::string& out) {
   const bool labels = std::any_of(r.items.begin(), r.items.end(),
                                   [](const ItemReport& i) { return i.label.has_value(); });
-  out += printf_string("  %-24s %-10s %8s %9s %9s %6s", "ITEM", "STATE", "TOKENS", "WALL", "ENGINE",
-                       "DISK");
-  out += labels ? "  LABEL\n" : "\n";
   const size_t shown = max_items == 0 ? r.items.size() : std::min(max_items, r.items.size());
+  int id_width = 12;  // the widest id shown, so the columns line up
+  for (size_t k = 0; k < shown; ++k)
+    id_width = std::max(id_width, static_cast<int>(r.items[k].custom_id.size()));
+  out += printf_string("  %-*s %-10s %8s %9s %9s %6s", id_width, "ITEM", "STATE", "TOKENS", "WALL",
+                       "ENGINE", "DISK");
+  out += labels ? "  LABEL\n" : "\n";
   for (size_t k = 0; k < shown; ++k) {
     const ItemReport& i = r.items[k];
     const std::string wall = i.started_at && i.finished_at
                                  ? format_seconds(*i.finished_at - *i.started_at)
                                  : std::string("-");
     const double denom = std::max(i.engine_s, i.usage.io_wait_s + i.usage.compute_s);
-    out += printf_string("  %-24s %-10s %8lld %9s %9s %6s", i.custom_id.c_str(),
+    out += printf_string("  %-*s %-10s %8lld %9s %9s %6s", id_width, i.custom_id.c_str(),
                          item_state_name(i.state), static_cast<long long>(i.tokens), wall.c_str(),
                          format_seconds(i.engine_s).c_str(),
                          denom > 0 ? format_share(i.usage.io_wait_s / denom).c_str() : "-");
