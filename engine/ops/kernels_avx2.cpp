@@ -5,6 +5,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -137,6 +139,14 @@ inline float mxfp4_row(const uint8_t* row, const uint8_t* scales, const float* x
     _mm256_store_ps(s[k] + 8, hi[k]);
   }
   return mxfp4_finish(s);
+}
+
+// One row per pass: the eight accumulators of a row fill half of the 16 ymm registers.
+constexpr int kMxfp4Rows = 1;
+template <int R>
+inline void mxfp4_rows(const uint8_t* const* rows, const uint8_t* const* scales, const float* xa,
+                       int nblocks, const uint8_t* /*ahead*/, float* out) {
+  for (int k = 0; k < R; ++k) out[k] = mxfp4_row(rows[k], scales[k], xa, nblocks);
 }
 
 #include "engine/ops/kernels_rows.inc"
