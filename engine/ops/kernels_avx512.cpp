@@ -56,14 +56,20 @@ inline void dense_rows(const uint8_t* const* rows, const float* x, int n, float*
 }
 
 // BF16 rows in the paired order: one 64-byte load widens 32 elements (the low halves of the
-// dwords are the even elements, the high halves the odd ones).
+// dwords are the even elements, the high halves the odd ones). `ahead` is where the next
+// pass's R rows start (contiguous, R * 2n bytes); they are prefetched evenly during this
+// pass, as for MXFP4 below (measured: without it every pass starts its R streams cold).
 template <int R>
-inline void bf16_rows(const uint8_t* const* rows, const float* xa, int n, float* out) {
+inline void bf16_rows(const uint8_t* const* rows, const float* xa, int n, const uint8_t* ahead,
+                      float* out) {
   const int chunks = n / 32;
   const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   __m512 acc[R];
   for (int k = 0; k < R; ++k) acc[k] = _mm512_setzero_ps();
-  for (int c = 0; c < chunks; ++c) {
+  for (int c = 0; c < chunks; ++c) {  // reads R cache lines, prefetches R lines of `ahead`
+    for (int k = 0; k < R; ++k)
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * static_cast<size_t>(R * c + k)),
+                   _MM_HINT_T0);
     const __m512 xe = _mm512_loadu_ps(xa + 32 * static_cast<size_t>(c));
     const __m512 xo = _mm512_loadu_ps(xa + 32 * static_cast<size_t>(c) + 16);
     for (int k = 0; k < R; ++k) {
