@@ -5,6 +5,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -68,12 +70,16 @@ inline __m256 e2m1_decode(__m256i nib, __m256 lut8) {
 // BF16 rows in the paired order: each 32-byte load widens 16 elements (the low halves of
 // the dwords are the even elements, the high halves the odd ones).
 template <int R>
-inline void bf16_rows(const uint8_t* const* rows, const float* xa, int n, float* out) {
+inline void bf16_rows(const uint8_t* const* rows, const float* xa, int n, const uint8_t* ahead,
+                      float* out) {
   const int chunks = n / 32;
   const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   __m256 lo[R], hi[R];
   for (int k = 0; k < R; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
-  for (int c = 0; c < chunks; ++c) {
+  for (int c = 0; c < chunks; ++c) {  // the next pass is prefetched as on AVX-512
+    for (int k = 0; k < R; ++k)
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * static_cast<size_t>(R * c + k)),
+                   _MM_HINT_T0);
     const float* x = xa + 32 * static_cast<size_t>(c);
     const __m256 xe0 = _mm256_loadu_ps(x), xe1 = _mm256_loadu_ps(x + 8);
     const __m256 xo0 = _mm256_loadu_ps(x + 16), xo1 = _mm256_loadu_ps(x + 24);
@@ -137,6 +143,14 @@ inline float mxfp4_row(const uint8_t* row, const uint8_t* scales, const float* x
     _mm256_store_ps(s[k] + 8, hi[k]);
   }
   return mxfp4_finish(s);
+}
+
+// One row per pass: the eight accumulators of a row fill half of the 16 ymm registers.
+constexpr int kMxfp4Rows = 1;
+template <int R>
+inline void mxfp4_rows(const uint8_t* const* rows, const uint8_t* const* scales, const float* xa,
+                       int nblocks, const uint8_t* /*ahead*/, float* out) {
+  for (int k = 0; k < R; ++k) out[k] = mxfp4_row(rows[k], scales[k], xa, nblocks);
 }
 
 #include "engine/ops/kernels_rows.inc"

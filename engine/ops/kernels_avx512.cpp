@@ -4,6 +4,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -54,14 +56,20 @@ inline void dense_rows(const uint8_t* const* rows, const float* x, int n, float*
 }
 
 // BF16 rows in the paired order: one 64-byte load widens 32 elements (the low halves of the
-// dwords are the even elements, the high halves the odd ones).
+// dwords are the even elements, the high halves the odd ones). `ahead` is where the next
+// pass's R rows start (contiguous, R * 2n bytes); they are prefetched evenly during this
+// pass, as for MXFP4 below (measured: without it every pass starts its R streams cold).
 template <int R>
-inline void bf16_rows(const uint8_t* const* rows, const float* xa, int n, float* out) {
+inline void bf16_rows(const uint8_t* const* rows, const float* xa, int n, const uint8_t* ahead,
+                      float* out) {
   const int chunks = n / 32;
   const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   __m512 acc[R];
   for (int k = 0; k < R; ++k) acc[k] = _mm512_setzero_ps();
-  for (int c = 0; c < chunks; ++c) {
+  for (int c = 0; c < chunks; ++c) {  // reads R cache lines, prefetches R lines of `ahead`
+    for (int k = 0; k < R; ++k)
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * static_cast<size_t>(R * c + k)),
+                   _MM_HINT_T0);
     const __m512 xe = _mm512_loadu_ps(xa + 32 * static_cast<size_t>(c));
     const __m512 xo = _mm512_loadu_ps(xa + 32 * static_cast<size_t>(c) + 16);
     for (int k = 0; k < R; ++k) {
@@ -78,58 +86,58 @@ inline void bf16_rows(const uint8_t* const* rows, const float* xa, int n, float*
   }
 }
 
-// The block factors of 16 consecutive blocks (fewer at the end of a row) as floats:
-// 2^(s-127), the subnormal 2^-127 for s = 0, and 0 for the zero-block code 255.
-inline __m512 mxfp4_factors16(const uint8_t* scales, int count) {
-  const __mmask16 live = count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << count) - 1);
-  const __m512i s = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(live, scales));
-  __m512i bits = _mm512_slli_epi32(s, 23);
-  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(s, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
-  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(s, _mm512_set1_epi32(255)), _mm512_setzero_si512());
-  return _mm512_castsi512_ps(bits);
-}
-
-// t for one block of 32 codes (k3-model.md §8; the canonical order in kernels.h). vpermps
-// reads only the low 4 bits of each index, so the zero-extended byte itself selects the
-// low nibble. (Measured here: two vpermps beat one vpermw into BF16 plus widening.)
-inline __m512 mxfp4_block(const uint8_t* p, const float* x, __m512 lut) {
-  const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  const __m512 elo = _mm512_permutexvar_ps(v, lut);
-  const __m512 ehi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut);
-  const __m512 t = _mm512_mul_ps(elo, _mm512_loadu_ps(x));
-  return _mm512_fmadd_ps(ehi, _mm512_loadu_ps(x + 16), t);
-}
-
-// One MXFP4 row; four accumulators by block number mod 4 (the canonical order, kernels.h),
-// unrolled so that each stays in a register.
-inline float mxfp4_row(const uint8_t* row, const uint8_t* scales, const float* xa, int nblocks) {
+// R MXFP4 rows against one activation vector, each row with its own four accumulator sets
+// by block number mod 4 (the canonical order, kernels.h), so sharing changes no bit.
+// `ahead` is the memory the next pass reads (R rows' worth of packed bytes, 16 * R * nblocks),
+// prefetched evenly during this pass. Measured on Zen 5 (tests/bench/kernel_bench):
+//  * four rows per pass share the two activation loads of each block, and the rows of a
+//    pass are contiguous, so prefetching the next pass linearly, one pass ahead, keeps the
+//    whole stream in flight (a fixed distance ahead of each row let the four rows of every
+//    pass start cold, which made interleaving rows slower than one row at a time);
+//  * the block factor comes from kMxfp4Factors[scale] as a memory operand that the fma
+//    broadcasts itself ({1to16}), instead of being built in a register and extracted
+//    lane by lane (two shuffles per block);
+//  * vpermps reads only the low 4 bits of each index, so the zero-extended byte itself
+//    selects the low nibble. (Two vpermps beat one vpermw into BF16 plus widening.)
+template <int R>
+inline void mxfp4_rows(const uint8_t* const* rows, const uint8_t* const* scales, const float* xa,
+                       int nblocks, const uint8_t* ahead, float* out) {
   const __m512 lut = _mm512_loadu_ps(kE2M1);
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  alignas(64) float f[16];
-  for (int b0 = 0; b0 < nblocks; b0 += 16) {
-    const int count = std::min(16, nblocks - b0);
-    _mm512_store_ps(f, mxfp4_factors16(scales + b0, count));
-    const uint8_t* p = row + 16 * static_cast<size_t>(b0);
-    const float* x = xa + 32 * static_cast<size_t>(b0);
-    int i = 0;
-    for (; i + 4 <= count; i += 4) {  // b0 is a multiple of 16, so block b0+i+k has k ≡ b mod 4
-      _mm_prefetch(reinterpret_cast<const char*>(p + 16 * i + 2048), _MM_HINT_T0);
-      a0 = _mm512_fmadd_ps(mxfp4_block(p + 16 * i, x + 32 * i, lut), _mm512_set1_ps(f[i]), a0);
-      a1 = _mm512_fmadd_ps(mxfp4_block(p + 16 * (i + 1), x + 32 * (i + 1), lut), _mm512_set1_ps(f[i + 1]), a1);
-      a2 = _mm512_fmadd_ps(mxfp4_block(p + 16 * (i + 2), x + 32 * (i + 2), lut), _mm512_set1_ps(f[i + 2]), a2);
-      a3 = _mm512_fmadd_ps(mxfp4_block(p + 16 * (i + 3), x + 32 * (i + 3), lut), _mm512_set1_ps(f[i + 3]), a3);
+  __m512 acc[R][4];
+  for (int k = 0; k < R; ++k)
+    for (int q = 0; q < 4; ++q) acc[k][q] = _mm512_setzero_ps();
+  // Block b into accumulator set q = b % 4, for every row.
+  auto step = [&](int b, int q) {
+    const __m512 xe = _mm512_loadu_ps(xa + 32 * static_cast<size_t>(b));
+    const __m512 xo = _mm512_loadu_ps(xa + 32 * static_cast<size_t>(b) + 16);
+    for (int k = 0; k < R; ++k) {
+      const __m512i v = _mm512_cvtepu8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k] + 16 * static_cast<size_t>(b))));
+      __m512 t = _mm512_mul_ps(_mm512_permutexvar_ps(v, lut), xe);
+      t = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut), xo, t);
+      acc[k][q] = _mm512_fmadd_ps(t, _mm512_set1_ps(kMxfp4Factors[scales[k][b]]), acc[k][q]);
     }
-    if (i < count) a0 = _mm512_fmadd_ps(mxfp4_block(p + 16 * i, x + 32 * i, lut), _mm512_set1_ps(f[i]), a0);
-    if (i + 1 < count) a1 = _mm512_fmadd_ps(mxfp4_block(p + 16 * (i + 1), x + 32 * (i + 1), lut), _mm512_set1_ps(f[i + 1]), a1);
-    if (i + 2 < count) a2 = _mm512_fmadd_ps(mxfp4_block(p + 16 * (i + 2), x + 32 * (i + 2), lut), _mm512_set1_ps(f[i + 2]), a2);
+  };
+  int b = 0;
+  for (; b + 4 <= nblocks; b += 4) {  // reads R cache lines, prefetches R lines of `ahead`
+    for (int k = 0; k < R; ++k)
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + 16 * static_cast<size_t>(R * b + 4 * k)),
+                   _MM_HINT_T0);
+    step(b, 0);
+    step(b + 1, 1);
+    step(b + 2, 2);
+    step(b + 3, 3);
   }
-  alignas(64) float s[4][16];
-  _mm512_store_ps(s[0], a0);
-  _mm512_store_ps(s[1], a1);
-  _mm512_store_ps(s[2], a2);
-  _mm512_store_ps(s[3], a3);
-  return mxfp4_finish(s);
+  for (int q = 0; b + q < nblocks; ++q) step(b + q, q);
+  for (int k = 0; k < R; ++k) {
+    alignas(64) float s[4][16];
+    for (int q = 0; q < 4; ++q) _mm512_store_ps(s[q], acc[k][q]);
+    out[k] = mxfp4_finish(s);
+  }
 }
+
+// Rows per pass: their 16 accumulators and the temporaries fit in the 32 zmm registers.
+constexpr int kMxfp4Rows = 4;
 
 #include "engine/ops/kernels_rows.inc"
 

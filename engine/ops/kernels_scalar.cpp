@@ -1,5 +1,7 @@
 // The scalar kernel table: the portable reference every SIMD level must match bit for bit.
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
