@@ -1,7 +1,13 @@
 // results_csv and the declared outputs of a job.
 #include "runner/job_outputs.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -62,13 +68,28 @@ Result<std::string> generate_csv(JobStore& store, const JobRow& job) {
   return out;
 }
 
-// write_file_durably, creating the file's directory first (results/triage.csv).
+// write_file_durably, creating the file's directory first (results/triage.csv). Two `run`
+// processes finishing a job's last items at the same instant both write its outputs; an
+// flock on the directory serializes them, since write_file_durably's temp name is fixed.
 Status write_output(const std::string& path, const std::string& text) {
   std::error_code ec;
-  const auto dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  auto dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  std::filesystem::create_directories(dir, ec);
   if (ec) return io_error(dir.string() + ": cannot create the output directory: " + ec.message());
-  return write_file_durably(*Env::posix(), path, text);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return io_error(dir.string() + ": cannot open: " + std::strerror(errno));
+  int rc;
+  while ((rc = ::flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+  }
+  if (rc != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    return io_error(dir.string() + ": cannot lock: " + why);
+  }
+  Status s = write_file_durably(*Env::posix(), path, text);
+  ::close(fd);  // releases the lock
+  return s;
 }
 
 }  // namespace

@@ -14,5 +14,7 @@ ALTER TABLE items ADD COLUMN tokens_fed   INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE items ADD COLUMN decode_steps INTEGER NOT NULL DEFAULT 0;
 
 -- Kind-specific result fields as one JSON object (classification: label, probabilities,
--- margin); NULL for plain generations.
+-- margin, decode_steps, prefix and suffix tokens); NULL for plain generations. A
+-- classification's results row has finish_reason 'label', output_ids the label's tokens and
+-- prompt_tokens the document + suffix tokens it fed (the shared prefix is in details).
 ALTER TABLE results ADD COLUMN details TEXT;
