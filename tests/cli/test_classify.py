@@ -39,7 +39,9 @@ DOCS = ["I was charged twice for my March subscription.",
 def setUpModule():
     global WORK, MODEL, BARE_MODEL
     WORK = njtest.scratch_dir("classify-")
-    MODEL = njtest.make_model(os.path.join(WORK, "model-tok"), extra=["--tokenizer"])
+    # The demo model (the README demo's preset, with its tokenizer): classification is shown
+    # on the model users meet first.
+    MODEL = njtest.make_model(os.path.join(WORK, "model-demo"), preset="demo")
     BARE_MODEL = njtest.make_model(os.path.join(WORK, "model"))
 
 
