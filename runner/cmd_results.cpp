@@ -49,8 +49,10 @@ nlohmann::json result_line(const ItemRow& item, const std::optional<ResultRow>& 
   if (r && r->details_json) j["details"] = nlohmann::json::parse(*r->details_json, nullptr, false);
   j["timings"] = t;
   const EngineUsage& u = item.usage;
-  j["engine"] = {{"io_wait_s", u.io_wait_s},       {"compute_s", u.compute_s},
-                 {"bytes_read", u.bytes_read},     {"tokens_fed", u.tokens_fed},
+  j["engine"] = {{"io_wait_s", u.io_wait_s},
+                 {"compute_s", u.compute_s},
+                 {"bytes_read", u.bytes_read},
+                 {"tokens_fed", u.tokens_fed},
                  {"decode_steps", u.decode_steps}};
   return j;
 }
@@ -81,8 +83,9 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
       app.add_subcommand("results", "A job's results, one JSON object per item (JSON Lines)");
   sub->add_option("job", a->job, "A job id or name")->required();
   add_home_option(*sub, a->home);
-  sub->add_option("--format", a->format,
-                  "jsonl (default), csv, or openai (Batch API output lines, runner/openai_results.h)")
+  sub->add_option(
+         "--format", a->format,
+         "jsonl (default), csv, or openai (Batch API output lines, runner/openai_results.h)")
       ->check(CLI::IsMember({"jsonl", "csv", "openai"}));
   sub->add_option("--out", a->out, "Write to this file (atomically) instead of stdout");
   sub->add_flag("--write", a->write, "Write the outputs the job's spec declares (outputs:)");

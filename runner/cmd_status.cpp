@@ -194,47 +194,42 @@ void add_status_command(CLI::App& app, const GlobalOptions&, CommandTable& table
   });
 }
 
-void add_cancel_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
+namespace {
+
+// `cancel` and `retry`: one store action on a job's items, and a line saying how many moved.
+void add_job_action(CLI::App& app, CommandTable& table, const char* name, const char* help,
+                    Result<int64_t> (JobStore::*action)(int64_t), const char* moved) {
   struct Args {
     std::string job;
     std::string home;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("cancel", "Cancel a job's queued and running items");
+  CLI::App* sub = app.add_subcommand(name, help);
   sub->add_option("job", a->job, "A job id or name")->required();
   add_home_option(*sub, a->home);
-  table.emplace_back(sub, [a]() -> int {
+  table.emplace_back(sub, [a, action, moved]() -> int {
     auto store = open_existing(a->home);
     if (!store.ok()) return report_failure(store.status());
     auto job = (*store)->find_job(a->job);
     if (!job.ok()) return report_failure(job.status());
-    auto n = (*store)->cancel_job(job->id);
+    auto n = ((**store).*action)(job->id);
     if (!n.ok()) return report_failure(n.status());
-    std::printf("cancelled %lld items of job %lld\n", (long long)*n, (long long)job->id);
+    std::printf("%s %lld items of job %lld\n", moved, (long long)*n, (long long)job->id);
     return kExitOk;
   });
 }
 
+}  // namespace
+
+void add_cancel_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
+  add_job_action(app, table, "cancel", "Cancel a job's queued and running items",
+                 &JobStore::cancel_job, "cancelled");
+}
+
 void add_retry_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
-  struct Args {
-    std::string job;
-    std::string home;
-  };
-  auto a = std::make_shared<Args>();
-  CLI::App* sub =
-      app.add_subcommand("retry", "Queue a job's failed and cancelled items again (they resume)");
-  sub->add_option("job", a->job, "A job id or name")->required();
-  add_home_option(*sub, a->home);
-  table.emplace_back(sub, [a]() -> int {
-    auto store = open_existing(a->home);
-    if (!store.ok()) return report_failure(store.status());
-    auto job = (*store)->find_job(a->job);
-    if (!job.ok()) return report_failure(job.status());
-    auto n = (*store)->retry_job(job->id);
-    if (!n.ok()) return report_failure(n.status());
-    std::printf("requeued %lld items of job %lld\n", (long long)*n, (long long)job->id);
-    return kExitOk;
-  });
+  add_job_action(app, table, "retry",
+                 "Queue a job's failed and cancelled items again (they resume)",
+                 &JobStore::retry_job, "requeued");
 }
 
 }  // namespace nj::runner

@@ -232,9 +232,9 @@ Result<ItemRun::Step> ItemRun::catch_up() {
     const int64_t pos = session_->position();
     const int64_t n = std::min(chunk, p - pos);
     auto t0 = Clock::now();
-    Status s = feed(std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(pos),
-                                                              static_cast<size_t>(n)),
-                    nullptr, /*decode=*/false);
+    Status s = feed(
+        std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(pos), static_cast<size_t>(n)),
+        nullptr, /*decode=*/false);
     prefill_s_ += seconds_since(t0);
     if (!s.ok()) {
       divergence_ = s.message();

@@ -23,28 +23,34 @@ namespace nj::runner {
 void add_model_options(CLI::App& sub, ModelArgs& args) {
   sub.add_option("--model", args.model, "Model directory (config.json + safetensors)")->required();
   add_compute_options(sub, args);
-  sub.add_option("--prefill-chunk", args.prefill_chunk,
-                 "Tokens per prefill pass (default 64); larger reads less per token, uses more scratch")
+  sub.add_option(
+         "--prefill-chunk", args.prefill_chunk,
+         "Tokens per prefill pass (default 64); larger reads less per token, uses more scratch")
       ->check(CLI::PositiveNumber);
-  sub.add_option("--memory", args.memory,
-                 "Memory budget, e.g. 8GiB: weights beyond it stream from disk (default: all resident). "
-                 "Changes speed, never the tokens");
+  sub.add_option(
+      "--memory", args.memory,
+      "Memory budget, e.g. 8GiB: weights beyond it stream from disk (default: all resident). "
+      "Changes speed, never the tokens");
   sub.add_option("--max-context", args.max_context,
                  "Positions of sequence state the budget reserves (default: what this run needs)")
       ->check(CLI::PositiveNumber);
   sub.add_option("--io-threads", args.io_threads, "Reads in flight when streaming (default 8)")
       ->check(CLI::PositiveNumber);
-  sub.add_flag("--stats", args.stats, "Print I/O and compute figures (bytes read, waits, hit rate, peak RSS)");
-  sub.add_option("--pack", args.pack_dir, "Directory of a packed trunk written by `nightjar pack --out` (default: "
-                                          "the model directory)");
-  sub.add_flag("--no-pack", args.no_pack, "Read the trunk from the shards even if a valid pack exists");
+  sub.add_flag("--stats", args.stats,
+               "Print I/O and compute figures (bytes read, waits, hit rate, peak RSS)");
+  sub.add_option("--pack", args.pack_dir,
+                 "Directory of a packed trunk written by `nightjar pack --out` (default: "
+                 "the model directory)");
+  sub.add_flag("--no-pack", args.no_pack,
+               "Read the trunk from the shards even if a valid pack exists");
 }
 
 Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape) {
   ModelOptions o;
   if (!args.memory.empty()) {
     NJ_ASSIGN_OR_RETURN(o.memory_bytes, parse_bytes(args.memory));
-    if (o.memory_bytes == 0) return invalid_argument("--memory must be more than 0 (omit it to keep everything resident)");
+    if (o.memory_bytes == 0)
+      return invalid_argument("--memory must be more than 0 (omit it to keep everything resident)");
   }
   o.plan.prefill_chunk = std::max(1, std::min(args.prefill_chunk, shape.longest_feed));
   o.plan.max_context = args.max_context > 0 ? args.max_context : std::max(1, shape.context);
@@ -57,9 +63,11 @@ Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape)
 
 void add_compute_options(CLI::App& sub, ModelArgs& args) {
   sub.add_option("--threads", args.threads,
-                 "Compute threads (default: all cores if that measurably helps here, else 1); results do not depend on it")
+                 "Compute threads (default: all cores if that measurably helps here, else 1); "
+                 "results do not depend on it")
       ->check(CLI::NonNegativeNumber);
-  sub.add_option("--simd", args.simd, "Force a SIMD level: scalar, avx2 or avx512 (results do not depend on it)");
+  sub.add_option("--simd", args.simd,
+                 "Force a SIMD level: scalar, avx2 or avx512 (results do not depend on it)");
 }
 
 Status apply_compute_options(const ModelArgs& args) {
@@ -70,7 +78,8 @@ Status apply_compute_options(const ModelArgs& args) {
   // Without --threads, use every CPU only where that measurably speeds compute up.
   const int threads = args.threads > 0 ? args.threads : calibrate_compute_threads();
   omp_set_num_threads(threads);
-  spdlog::debug("compute threads: {}{}", threads, args.threads > 0 ? " (--threads)" : " (calibrated)");
+  spdlog::debug("compute threads: {}{}", threads,
+                args.threads > 0 ? " (--threads)" : " (calibrated)");
   return Status();
 }
 
@@ -86,13 +95,16 @@ nlohmann::json stats_json(Model& model, const ForwardStats& f) {
   const uint64_t read = weight_bytes_read(w);
   const uint64_t lookups = w.expert_hits + w.expert_misses;
   nlohmann::json j;
-  j["bytes_read"] = {{"trunk", w.trunk_bytes_read + w.head_bytes_read}, {"experts", w.expert_bytes_read},
-                     {"embedding", w.embedding_bytes_read}, {"total", read}};
+  j["bytes_read"] = {{"trunk", w.trunk_bytes_read + w.head_bytes_read},
+                     {"experts", w.expert_bytes_read},
+                     {"embedding", w.embedding_bytes_read},
+                     {"total", read}};
   j["io_wait_s"] = f.wait_s;
   j["compute_s"] = f.compute_s;
   j["read_busy_s"] = w.read_s;
   j["read_gbps"] = w.read_s > 0 ? static_cast<double>(read) / w.read_s / 1e9 : 0.0;
-  j["expert_cache_hit_rate"] = lookups ? static_cast<double>(w.expert_hits) / static_cast<double>(lookups) : 0.0;
+  j["expert_cache_hit_rate"] =
+      lookups ? static_cast<double>(w.expert_hits) / static_cast<double>(lookups) : 0.0;
   j["expert_hits"] = w.expert_hits;
   j["expert_misses"] = w.expert_misses;
   j["peak_rss_bytes"] = peak_rss_bytes();
@@ -104,13 +116,15 @@ nlohmann::json stats_json(Model& model, const ForwardStats& f) {
 std::string stats_text(const nlohmann::json& s) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "read %s (trunk %s, experts %s) at %.2f GB/s while reading; waited %.3f s on I/O, computed %.3f s; "
+                "read %s (trunk %s, experts %s) at %.2f GB/s while reading; waited %.3f s on I/O, "
+                "computed %.3f s; "
                 "expert cache hit rate %.1f%%; peak RSS %s",
                 format_bytes(s["bytes_read"]["total"].get<uint64_t>()).c_str(),
                 format_bytes(s["bytes_read"]["trunk"].get<uint64_t>()).c_str(),
-                format_bytes(s["bytes_read"]["experts"].get<uint64_t>()).c_str(), s["read_gbps"].get<double>(),
-                s["io_wait_s"].get<double>(), s["compute_s"].get<double>(),
-                100 * s["expert_cache_hit_rate"].get<double>(), format_bytes(s["peak_rss_bytes"].get<uint64_t>()).c_str());
+                format_bytes(s["bytes_read"]["experts"].get<uint64_t>()).c_str(),
+                s["read_gbps"].get<double>(), s["io_wait_s"].get<double>(),
+                s["compute_s"].get<double>(), 100 * s["expert_cache_hit_rate"].get<double>(),
+                format_bytes(s["peak_rss_bytes"].get<uint64_t>()).c_str());
   return buf;
 }
 

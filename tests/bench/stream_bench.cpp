@@ -25,7 +25,6 @@
 
 using namespace nj;
 
-
 int main(int argc, char** argv) {
   reexec_with_passive_omp_wait(argv);
   omp_set_num_threads(calibrate_compute_threads());  // as the nightjar program does
@@ -45,17 +44,28 @@ int main(int argc, char** argv) {
       return 2;
     }
     const char* v = argv[++i];
-    if (flag == "--model") dir = v;
-    else if (flag == "--memory") memory = v;
-    else if (flag == "--tokens") tokens = std::atoi(v);
-    else if (flag == "--prompt") prompt_len = std::atoi(v);
-    else if (flag == "--bandwidth") bandwidth = std::atof(v);
-    else if (flag == "--routing-profile") profile_in = v;
-    else if (flag == "--save-routing-profile") profile_out = v;
-    else if (flag == "--chunk-kib") chunk_kib = std::atoi(v);
-    else if (flag == "--io-threads") io_threads = std::atoi(v);
-    else if (flag == "--ring-slots") ring_slots = std::atoi(v);
-    else if (flag == "--min-experts") min_experts = std::atoi(v);
+    if (flag == "--model")
+      dir = v;
+    else if (flag == "--memory")
+      memory = v;
+    else if (flag == "--tokens")
+      tokens = std::atoi(v);
+    else if (flag == "--prompt")
+      prompt_len = std::atoi(v);
+    else if (flag == "--bandwidth")
+      bandwidth = std::atof(v);
+    else if (flag == "--routing-profile")
+      profile_in = v;
+    else if (flag == "--save-routing-profile")
+      profile_out = v;
+    else if (flag == "--chunk-kib")
+      chunk_kib = std::atoi(v);
+    else if (flag == "--io-threads")
+      io_threads = std::atoi(v);
+    else if (flag == "--ring-slots")
+      ring_slots = std::atoi(v);
+    else if (flag == "--min-experts")
+      min_experts = std::atoi(v);
     else {
       std::fprintf(stderr, "stream_bench: unknown flag %s\n", flag.c_str());
       return 2;
@@ -92,15 +102,16 @@ int main(int argc, char** argv) {
       bytes += f.size;
       secs += static_cast<double>(f.size) / (*g * 1e9);
     }
-    std::printf("{\"seq_direct_gbps\": %.4f, \"bytes\": %llu}\n", static_cast<double>(bytes) / secs / 1e9,
-                static_cast<unsigned long long>(bytes));
+    std::printf("{\"seq_direct_gbps\": %.4f, \"bytes\": %llu}\n",
+                static_cast<double>(bytes) / secs / 1e9, static_cast<unsigned long long>(bytes));
     return 0;
   }
   RoutingProfile routing;
   if (!profile_in.empty()) {
     auto text = read_small_file(profile_in);
-    auto parsed = text.ok() ? RoutingProfile::parse(*text, profile_in, model_fingerprint(*config, *index))
-                            : Result<RoutingProfile>(text.status());
+    auto parsed = text.ok()
+                      ? RoutingProfile::parse(*text, profile_in, model_fingerprint(*config, *index))
+                      : Result<RoutingProfile>(text.status());
     if (!parsed.ok()) {
       std::fprintf(stderr, "%s\n", parsed.status().to_string().c_str());
       return 1;
@@ -153,7 +164,8 @@ int main(int argc, char** argv) {
     decode_s += step_s[i];
     decode_bytes += step_bytes[i];
   }
-  const uint64_t lookups = (w1.expert_hits - w0.expert_hits) + (w1.expert_misses - w0.expert_misses);
+  const uint64_t lookups =
+      (w1.expert_hits - w0.expert_hits) + (w1.expert_misses - w0.expert_misses);
   nlohmann::json j;
   j["memory"] = memory;
   j["budget_bytes"] = plan.budget_bytes;
@@ -166,7 +178,9 @@ int main(int argc, char** argv) {
   j["predicted_bytes_per_token"] = plan.predicted_bytes_per_token();
   j["read_busy_s"] = w1.read_s - w0.read_s;
   j["io_wait_s"] = s.stats().wait_s - wait0;
-  j["hit_rate"] = lookups ? static_cast<double>(w1.expert_hits - w0.expert_hits) / static_cast<double>(lookups) : 0.0;
+  j["hit_rate"] =
+      lookups ? static_cast<double>(w1.expert_hits - w0.expert_hits) / static_cast<double>(lookups)
+              : 0.0;
   j["peak_rss_bytes"] = peak_rss_bytes();
   j["planned_bytes"] = plan.total_bytes();
   j["tokens"] = tokens;
