@@ -30,7 +30,11 @@ class ModelCache {
 
   Result<Model*> get(const JobRow& job, int64_t context) {
     const uint64_t memory = job.memory_bytes.value_or(0);
-    if (model_ && dir_ == job.model_dir && memory_ == memory && context_ >= context)
+    // A classification keeps a second state (the one after its prompt) while it scores
+    // labels that share tokens (classify_runner.cpp); the budget must hold both.
+    const int states = job.kind == "classify" ? 2 : 1;
+    if (model_ && dir_ == job.model_dir && memory_ == memory && context_ >= context &&
+        states_ >= states)
       return model_.get();
     model_.reset();
     tokenizer_.reset();
@@ -40,6 +44,7 @@ class ModelCache {
     options.plan.prefill_chunk = options_.prefill_chunk;
     options.plan.max_context = static_cast<int>(std::max<int64_t>(1, context));
     options.plan.all_logits = true;  // the replay keeps a logits row per replayed token
+    options.plan.sequence_states = states;
     options.streaming.io_threads = options_.io_threads;
     NJ_ASSIGN_OR_RETURN(model_, Model::open(job.model_dir, options));
     if (Tokenizer::exists_in(job.model_dir)) {
@@ -49,6 +54,7 @@ class ModelCache {
     dir_ = job.model_dir;
     memory_ = memory;
     context_ = context;
+    states_ = states;
     spdlog::info("opened model {} in {:.2f} s ({}, context {}{})", dir_,
                  std::chrono::duration<double>(Clock::now() - t0).count(),
                  memory ? "budget " + format_bytes(memory) : std::string("all resident"), context,
@@ -64,6 +70,7 @@ class ModelCache {
   std::string dir_;
   uint64_t memory_ = 0;
   int64_t context_ = 0;
+  int states_ = 0;
 };
 
 // The longest sequence of the claimed item's job (recorded at submit), at least the item's.

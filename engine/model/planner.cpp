@@ -26,20 +26,25 @@ struct Unit {
 }  // namespace
 
 uint64_t sequence_state_bytes(const ModelConfig& c, int max_context) {
-  const uint64_t P = static_cast<uint64_t>(c.kda_width()), D = static_cast<uint64_t>(c.kda_head_dim);
-  const uint64_t kda = static_cast<uint64_t>(c.kda_heads) * D * D + static_cast<uint64_t>(c.conv_kernel - 1) * 3 * P;
-  const uint64_t mla = static_cast<uint64_t>(max_context) * static_cast<uint64_t>(c.kv_lora_rank + c.qk_rope);
-  return 4 * (static_cast<uint64_t>(c.num_kda_layers()) * kda + static_cast<uint64_t>(c.num_mla_layers()) * mla +
-              static_cast<uint64_t>(c.vocab)) +
+  const uint64_t P = static_cast<uint64_t>(c.kda_width()),
+                 D = static_cast<uint64_t>(c.kda_head_dim);
+  const uint64_t kda =
+      static_cast<uint64_t>(c.kda_heads) * D * D + static_cast<uint64_t>(c.conv_kernel - 1) * 3 * P;
+  const uint64_t mla =
+      static_cast<uint64_t>(max_context) * static_cast<uint64_t>(c.kv_lora_rank + c.qk_rope);
+  return 4 * (static_cast<uint64_t>(c.num_kda_layers()) * kda +
+              static_cast<uint64_t>(c.num_mla_layers()) * mla + static_cast<uint64_t>(c.vocab)) +
          4 * static_cast<uint64_t>(max_context);  // token ids
 }
 
-Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget, const PlanOptions& o) {
+Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
+                                     const PlanOptions& o) {
   const ModelConfig& c = layout.config();
   ResidencyPlan p;
   p.budget_bytes = budget;
   p.bandwidth_gbps = o.bandwidth_gbps;
-  p.state_bytes = sequence_state_bytes(c, o.max_context);
+  p.state_bytes = sequence_state_bytes(c, o.max_context) *
+                  static_cast<uint64_t>(std::max(1, o.sequence_states));
   p.scratch_bytes = estimate_session_scratch_bytes(c, o.prefill_chunk, o.max_context, o.all_logits);
   const uint64_t fixed = p.state_bytes + p.scratch_bytes;
 
@@ -58,11 +63,13 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
     }
   }
   p.expert_buffer_bytes = expert_buffer;
-  const uint64_t largest_unit = std::max_element(units.begin(), units.end(), [](const Unit& a, const Unit& b) {
-                                  return a.buffer_bytes < b.buffer_bytes;
-                                })->buffer_bytes;
+  const uint64_t largest_unit =
+      std::max_element(units.begin(), units.end(), [](const Unit& a, const Unit& b) {
+        return a.buffer_bytes < b.buffer_bytes;
+      })->buffer_bytes;
   const int ring_slots = std::max(2, o.ring_slots);
-  const int min_expert_buffers = moe_layers.empty() ? 0 : std::max(2, std::min(c.top_k, o.min_expert_buffers));
+  const int min_expert_buffers =
+      moe_layers.empty() ? 0 : std::max(2, std::min(c.top_k, o.min_expert_buffers));
   p.min_memory_bytes = fixed + static_cast<uint64_t>(ring_slots) * largest_unit +
                        static_cast<uint64_t>(min_expert_buffers) * expert_buffer;
 
@@ -88,22 +95,26 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
     for (int l : moe_layers) p.expert_cache_slots[static_cast<size_t>(l)] = c.num_experts;
   } else {
     if (budget < p.min_memory_bytes)
-      return resource_exhausted("memory budget " + format_bytes(budget) + " is below the minimum of " +
-                                format_bytes(p.min_memory_bytes) + " (" + std::to_string(p.min_memory_bytes) +
-                                " bytes) this model needs: sequence state " + format_bytes(p.state_bytes) +
-                                ", scratch " + format_bytes(p.scratch_bytes) + ", " + std::to_string(ring_slots) +
-                                " x the largest trunk unit " + format_bytes(largest_unit) + ", " +
-                                std::to_string(min_expert_buffers) + " x one expert " + format_bytes(expert_buffer));
+      return resource_exhausted(
+          "memory budget " + format_bytes(budget) + " is below the minimum of " +
+          format_bytes(p.min_memory_bytes) + " (" + std::to_string(p.min_memory_bytes) +
+          " bytes) this model needs: sequence state " + format_bytes(p.state_bytes) + ", scratch " +
+          format_bytes(p.scratch_bytes) + ", " + std::to_string(ring_slots) +
+          " x the largest trunk unit " + format_bytes(largest_unit) + ", " +
+          std::to_string(min_expert_buffers) + " x one expert " + format_bytes(expert_buffer));
     int buffers = min_expert_buffers;
     auto total = [&](const std::vector<bool>& pinned, int slots, int nbuf) {
       return fixed + pinned_sum(pinned) + static_cast<uint64_t>(slots) * ring_for(pinned) +
              static_cast<uint64_t>(nbuf) * expert_buffer;
     };
     // 2. up to top_k expert buffers, so that a layer's misses are read at once
-    while (!moe_layers.empty() && buffers < c.top_k && total(p.pinned, ring_slots, buffers + 1) <= budget) ++buffers;
+    while (!moe_layers.empty() && buffers < c.top_k &&
+           total(p.pinned, ring_slots, buffers + 1) <= budget)
+      ++buffers;
     // 3. pin trunk units, largest first
     std::vector<Unit> by_size = units;
-    std::stable_sort(by_size.begin(), by_size.end(), [](const Unit& a, const Unit& b) { return a.buffer_bytes > b.buffer_bytes; });
+    std::stable_sort(by_size.begin(), by_size.end(),
+                     [](const Unit& a, const Unit& b) { return a.buffer_bytes > b.buffer_bytes; });
     for (const Unit& u : by_size) {
       std::vector<bool> trial = p.pinned;
       trial[static_cast<size_t>(u.id)] = true;
@@ -113,7 +124,8 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
     if (!moe_layers.empty()) {
       const uint64_t left = budget - total(p.pinned, ring_slots, buffers);
       uint64_t extra = expert_buffer ? left / expert_buffer : 0;
-      extra = std::min<uint64_t>(extra, static_cast<uint64_t>(moe_layers.size()) * static_cast<uint64_t>(c.num_experts));
+      extra = std::min<uint64_t>(
+          extra, static_cast<uint64_t>(moe_layers.size()) * static_cast<uint64_t>(c.num_experts));
       const uint64_t each = extra / moe_layers.size(), rest = extra % moe_layers.size();
       for (size_t i = 0; i < moe_layers.size(); ++i) {
         const int slots = static_cast<int>(each + (i < rest ? 1 : 0));
@@ -129,11 +141,12 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
   p.pinned_bytes = pinned_sum(p.pinned);
   p.ring_bytes = static_cast<uint64_t>(p.ring_slots) * p.ring_slot_bytes;
   p.expert_pool_bytes = static_cast<uint64_t>(p.expert_buffers) * expert_buffer;
-  p.everything_resident = p.everything_resident ||
-                          (std::all_of(p.pinned.begin(), p.pinned.end(), [](bool b) { return b; }) &&
-                           std::all_of(moe_layers.begin(), moe_layers.end(), [&](int l) {
-                             return p.expert_cache_slots[static_cast<size_t>(l)] >= c.num_experts;
-                           }));
+  p.everything_resident =
+      p.everything_resident ||
+      (std::all_of(p.pinned.begin(), p.pinned.end(), [](bool b) { return b; }) &&
+       std::all_of(moe_layers.begin(), moe_layers.end(), [&](int l) {
+         return p.expert_cache_slots[static_cast<size_t>(l)] >= c.num_experts;
+       }));
 
   // Predicted reads per decoded token at steady state (uniform routing for the cache).
   for (const Unit& u : units)
@@ -153,11 +166,13 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
       }
     }
     hit_sum += hit;
-    p.predicted_expert_bytes_per_token +=
-        static_cast<uint64_t>(static_cast<double>(c.top_k) * static_cast<double>(expert_read) * (1.0 - hit));
+    p.predicted_expert_bytes_per_token += static_cast<uint64_t>(
+        static_cast<double>(c.top_k) * static_cast<double>(expert_read) * (1.0 - hit));
   }
-  p.predicted_expert_hit_rate = moe_layers.empty() ? 0 : hit_sum / static_cast<double>(moe_layers.size());
-  p.predicted_seconds_per_token = static_cast<double>(p.predicted_bytes_per_token()) / (o.bandwidth_gbps * 1e9);
+  p.predicted_expert_hit_rate =
+      moe_layers.empty() ? 0 : hit_sum / static_cast<double>(moe_layers.size());
+  p.predicted_seconds_per_token =
+      static_cast<double>(p.predicted_bytes_per_token()) / (o.bandwidth_gbps * 1e9);
   return p;
 }
 
@@ -176,8 +191,12 @@ nlohmann::json ResidencyPlan::to_json() const {
   j["expert_buffers"] = expert_buffers;
   j["expert_buffer_bytes"] = expert_buffer_bytes;
   j["expert_cache_slots"] = expert_cache_slots;
-  j["memory"] = {{"state_bytes", state_bytes}, {"scratch_bytes", scratch_bytes}, {"pinned_bytes", pinned_bytes},
-                 {"ring_bytes", ring_bytes}, {"expert_pool_bytes", expert_pool_bytes}, {"total_bytes", total_bytes()}};
+  j["memory"] = {{"state_bytes", state_bytes},
+                 {"scratch_bytes", scratch_bytes},
+                 {"pinned_bytes", pinned_bytes},
+                 {"ring_bytes", ring_bytes},
+                 {"expert_pool_bytes", expert_pool_bytes},
+                 {"total_bytes", total_bytes()}};
   j["predicted_bytes_per_token"] = predicted_bytes_per_token();
   j["predicted_trunk_bytes_per_token"] = predicted_trunk_bytes_per_token;
   j["predicted_expert_bytes_per_token"] = predicted_expert_bytes_per_token;
@@ -192,23 +211,29 @@ std::string ResidencyPlan::to_text() const {
   std::ostringstream o;
   int npinned = 0;
   for (size_t i = 0; i + 1 < pinned.size(); ++i) npinned += pinned[i];
-  o << "budget              " << (budget_bytes ? format_bytes(budget_bytes) : std::string("none (everything resident)")) << "\n";
-  o << "minimum             " << format_bytes(min_memory_bytes) << " (" << min_memory_bytes << " bytes)\n";
-  o << "pinned trunk        " << npinned << " of " << (pinned.empty() ? 0 : pinned.size() - 1) << " layers"
-    << (!pinned.empty() && pinned.back() ? ", and the head" : "") << " (" << format_bytes(pinned_bytes) << ")\n";
+  o << "budget              "
+    << (budget_bytes ? format_bytes(budget_bytes) : std::string("none (everything resident)"))
+    << "\n";
+  o << "minimum             " << format_bytes(min_memory_bytes) << " (" << min_memory_bytes
+    << " bytes)\n";
+  o << "pinned trunk        " << npinned << " of " << (pinned.empty() ? 0 : pinned.size() - 1)
+    << " layers" << (!pinned.empty() && pinned.back() ? ", and the head" : "") << " ("
+    << format_bytes(pinned_bytes) << ")\n";
   o << "trunk ring          " << ring_slots << " x " << format_bytes(ring_slot_bytes) << "\n";
   const int cached = std::accumulate(expert_cache_slots.begin(), expert_cache_slots.end(), 0);
-  o << "expert buffers      " << expert_buffers << " x " << format_bytes(expert_buffer_bytes) << " (" << cached
-    << " cache slots over the MoE layers)\n";
-  o << "state + scratch     " << format_bytes(state_bytes) << " + " << format_bytes(scratch_bytes) << "\n";
+  o << "expert buffers      " << expert_buffers << " x " << format_bytes(expert_buffer_bytes)
+    << " (" << cached << " cache slots over the MoE layers)\n";
+  o << "state + scratch     " << format_bytes(state_bytes) << " + " << format_bytes(scratch_bytes)
+    << "\n";
   o << "planned total       " << format_bytes(total_bytes()) << "\n";
   char buf[128];
   std::snprintf(buf, sizeof buf, "%.1f%%", 100 * predicted_expert_hit_rate);
   o << "reads per token     " << format_bytes(predicted_bytes_per_token()) << " (trunk "
-    << format_bytes(predicted_trunk_bytes_per_token) << ", experts " << format_bytes(predicted_expert_bytes_per_token)
-    << " at a " << buf << " cache hit rate, " << (routing_profile_used ? "from the routing profile" : "assuming uniform routing")
-    << ")\n";
-  std::snprintf(buf, sizeof buf, "%.3f s at %.2f GB/s", predicted_seconds_per_token, bandwidth_gbps);
+    << format_bytes(predicted_trunk_bytes_per_token) << ", experts "
+    << format_bytes(predicted_expert_bytes_per_token) << " at a " << buf << " cache hit rate, "
+    << (routing_profile_used ? "from the routing profile" : "assuming uniform routing") << ")\n";
+  std::snprintf(buf, sizeof buf, "%.3f s at %.2f GB/s", predicted_seconds_per_token,
+                bandwidth_gbps);
   o << "I/O floor per token " << buf << "\n";
   return o.str();
 }

@@ -28,13 +28,16 @@
 namespace nj {
 
 struct PlanOptions {
-  int prefill_chunk = 64;   // as SessionOptions: scratch grows with it
-  int max_context = 4096;   // positions of MLA cache reserved (the state grows 55 KB/position for K3)
+  int prefill_chunk = 64;  // as SessionOptions: scratch grows with it
+  int max_context =
+      4096;  // positions of MLA cache reserved (the state grows 55 KB/position for K3)
   bool all_logits = false;  // `logits` keeps [chunk][vocab] rows
-  int ring_slots = 2;        // trunk units in memory at once when streaming: one computes while the
-                             // others read (2 is the least that overlaps; more reads further ahead)
-  int min_expert_buffers = 2;  // expert buffers in the minimum (capped at top_k): how many of a
-                               // layer's missing experts can be read at once at the minimum
+  int sequence_states = 1;  // sequence states held at once (a classification keeps the state
+                            // after its prompt while it scores labels that share tokens: 2)
+  int ring_slots = 2;       // trunk units in memory at once when streaming: one computes while the
+                            // others read (2 is the least that overlaps; more reads further ahead)
+  int min_expert_buffers = 2;   // expert buffers in the minimum (capped at top_k): how many of a
+                                // layer's missing experts can be read at once at the minimum
   double bandwidth_gbps = 2.6;  // device read bandwidth for the predicted seconds per token
   // Measured routing of this workload; without it the cache prediction assumes uniform
   // routing (hit rate = slots / num_experts), which real routers usually beat.
@@ -47,25 +50,29 @@ struct ResidencyPlan {
   bool everything_resident = false;
 
   // Trunk units: 0..layers-1 are the layers, `layers` is the head.
-  std::vector<bool> pinned;       // [layers + 1]
-  int ring_slots = 0;             // buffers for streamed trunk units (0 when all are pinned)
-  uint64_t ring_slot_bytes = 0;   // the largest streamed unit
+  std::vector<bool> pinned;      // [layers + 1]
+  int ring_slots = 0;            // buffers for streamed trunk units (0 when all are pinned)
+  uint64_t ring_slot_bytes = 0;  // the largest streamed unit
 
-  int expert_buffers = 0;            // staging + cache: buffers of one expert each
+  int expert_buffers = 0;  // staging + cache: buffers of one expert each
   uint64_t expert_buffer_bytes = 0;
   std::vector<int> expert_cache_slots;  // [layers]: idle experts a layer may keep (0 for dense)
 
-  uint64_t state_bytes = 0;    // sequence state at max_context
+  uint64_t state_bytes = 0;    // sequence_states x the sequence state at max_context
   uint64_t scratch_bytes = 0;  // session scratch at prefill_chunk
   uint64_t pinned_bytes = 0;
   uint64_t ring_bytes = 0;
   uint64_t expert_pool_bytes = 0;
-  uint64_t total_bytes() const { return state_bytes + scratch_bytes + pinned_bytes + ring_bytes + expert_pool_bytes; }
+  uint64_t total_bytes() const {
+    return state_bytes + scratch_bytes + pinned_bytes + ring_bytes + expert_pool_bytes;
+  }
 
   // Per decoded token, at steady state.
   uint64_t predicted_trunk_bytes_per_token = 0;
   uint64_t predicted_expert_bytes_per_token = 0;
-  uint64_t predicted_bytes_per_token() const { return predicted_trunk_bytes_per_token + predicted_expert_bytes_per_token; }
+  uint64_t predicted_bytes_per_token() const {
+    return predicted_trunk_bytes_per_token + predicted_expert_bytes_per_token;
+  }
   double predicted_expert_hit_rate = 0;  // mean over MoE layers
   bool routing_profile_used = false;
   double bandwidth_gbps = 0;
@@ -80,6 +87,7 @@ uint64_t sequence_state_bytes(const ModelConfig& c, int max_context);
 
 // Plans `budget_bytes` (0 = everything resident). ResourceExhausted naming the minimum when
 // the budget is below it.
-Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget_bytes, const PlanOptions& options);
+Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget_bytes,
+                                     const PlanOptions& options);
 
 }  // namespace nj

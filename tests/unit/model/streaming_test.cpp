@@ -17,8 +17,8 @@ namespace nj {
 namespace {
 
 struct Run {
-  std::vector<float> logits;     // every position of prompt + continuation
-  std::vector<int32_t> greedy;   // decoded one token at a time
+  std::vector<float> logits;    // every position of prompt + continuation
+  std::vector<int32_t> greedy;  // decoded one token at a time
   WeightStats stats;
 };
 
@@ -33,7 +33,8 @@ ModelOptions options_for(uint64_t budget, const std::vector<int32_t>& prompt, in
   return o;
 }
 
-Run run(const std::string& dir, const ModelOptions& o, const std::vector<int32_t>& prompt, int steps) {
+Run run(const std::string& dir, const ModelOptions& o, const std::vector<int32_t>& prompt,
+        int steps) {
   auto model = Model::open(dir, o);
   INFO(model.status().to_string());
   REQUIRE(model.ok());
@@ -75,12 +76,14 @@ void check_invariance(const std::string& dir, const std::vector<int32_t>& prompt
     const Run streamed = run(dir, options_for(budget, prompt, steps), prompt, steps);
     CHECK(streamed.greedy == resident.greedy);
     REQUIRE(streamed.logits.size() == resident.logits.size());
-    CHECK(std::memcmp(streamed.logits.data(), resident.logits.data(), resident.logits.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(streamed.logits.data(), resident.logits.data(),
+                      resident.logits.size() * sizeof(float)) == 0);
     CHECK(streamed.stats.expert_bytes_read > 0);
   }
 }
 
-TEST_CASE("tokens and logits are bit-identical under every budget (golden fixtures)", "[engine][streaming]") {
+TEST_CASE("tokens and logits are bit-identical under every budget (golden fixtures)",
+          "[engine][streaming]") {
   const std::vector<int32_t> prompt = {3, 7, 11, 5, 9, 100, 200, 42};
   for (const char* name : {"tiny-mxfp4", "tiny-sharded", "tiny-bf16-flat"}) {
     INFO("fixture " << name);
@@ -88,11 +91,26 @@ TEST_CASE("tokens and logits are bit-identical under every budget (golden fixtur
   }
 }
 
-TEST_CASE("tokens and logits are bit-identical under every budget (a 230 MB model)", "[engine][streaming][model-small]") {
-  const std::string dir = std::string(NJ_TEST_MODELS_DIR) + "/small";  // ctest fixture make_model_small
+TEST_CASE("tokens and logits are bit-identical under every budget (a 230 MB model)",
+          "[engine][streaming][model-small]") {
+  const std::string dir =
+      std::string(NJ_TEST_MODELS_DIR) + "/small";  // ctest fixture make_model_small
   REQUIRE(std::filesystem::exists(dir + "/config.json"));
   const std::vector<int32_t> prompt = {1, 2, 3, 500, 1000, 4000, 7, 9, 11, 13, 4095, 17};
   check_invariance(dir, prompt, 6, {1.0, 1.5, 2.0, 3.0, 6.0});
+}
+
+TEST_CASE("each extra sequence state held at once raises the minimum by one state",
+          "[engine][streaming]") {
+  const std::string dir = testing::golden_dir("tiny-mxfp4");
+  const std::vector<int32_t> prompt = {3, 7, 11};
+  ModelOptions o = options_for(0, prompt, 4);
+  const uint64_t one = minimum(dir, o);
+  o.plan.sequence_states = 2;
+  const uint64_t two = minimum(dir, o);
+  auto config = load_model_config(dir);
+  REQUIRE(config.ok());
+  CHECK(two == one + sequence_state_bytes(*config, o.plan.max_context));
 }
 
 TEST_CASE("a budget below the minimum is refused, stating the minimum", "[engine][streaming]") {
@@ -128,7 +146,8 @@ class FailingFile final : public RandomAccessFile {
   uint64_t bad_;
 };
 
-TEST_CASE("an I/O error while streaming fails the run with the file and offset", "[engine][streaming][errors]") {
+TEST_CASE("an I/O error while streaming fails the run with the file and offset",
+          "[engine][streaming][errors]") {
   const std::string dir = testing::golden_dir("tiny-mxfp4");
   const std::vector<int32_t> prompt = {3, 7, 11};
   ModelOptions o = options_for(0, prompt, 2);
@@ -136,13 +155,15 @@ TEST_CASE("an I/O error while streaming fails the run with the file and offset",
   // An expert of layer 2, and a trunk tensor of layer 5: both streamed at the minimum.
   auto index = CheckpointIndex::open(dir);
   REQUIRE(index.ok());
-  for (const char* tensor : {"language_model.model.layers.2.block_sparse_moe.experts.3.w2.weight_packed",
-                             "language_model.model.layers.5.self_attn.q_proj.weight"}) {
+  for (const char* tensor :
+       {"language_model.model.layers.2.block_sparse_moe.experts.3.w2.weight_packed",
+        "language_model.model.layers.5.self_attn.q_proj.weight"}) {
     INFO("failing " << tensor);
     const uint64_t bad = index->find(tensor)->offset + 10;
     o.memory_bytes = min;
     o.streaming.chunk_bytes = 4096;
-    o.streaming.open_file = [bad](const std::string& path) -> Result<std::unique_ptr<RandomAccessFile>> {
+    o.streaming.open_file =
+        [bad](const std::string& path) -> Result<std::unique_ptr<RandomAccessFile>> {
       NJ_ASSIGN_OR_RETURN(auto f, open_random_access(path, IoMode::kBuffered));
       return std::unique_ptr<RandomAccessFile>(new FailingFile(std::move(f), bad));
     };
@@ -158,7 +179,8 @@ TEST_CASE("an I/O error while streaming fails the run with the file and offset",
     REQUIRE_FALSE(st.ok());
     CHECK(st.code() == StatusCode::kIOError);
     CHECK(st.message().find(dir + "/model.safetensors") != std::string::npos);
-    CHECK(st.message().find("offset " + std::to_string(align_down(bad, 4096))) != std::string::npos);
+    CHECK(st.message().find("offset " + std::to_string(align_down(bad, 4096))) !=
+          std::string::npos);
   }
 }
 
