@@ -176,6 +176,14 @@ std::string report_text(const std::vector<JobReport>& jobs, size_t max_items) {
       out += printf_string("; %.4f s per output token (%.2f tokens/s)", *spt,
                            *spt > 0 ? 1.0 / *spt : 0.0);
     out += "\n";
+    if (r.job.kind == "classify" && r.done > 0) {  // a label's tokens are not the work here
+      const double n = static_cast<double>(r.done);
+      out += printf_string(
+          "  per document:     %s engine, %.1f tokens fed, %.2f decode steps (means over %lld "
+          "done)\n",
+          format_seconds(r.engine_s / n).c_str(), static_cast<double>(r.usage.tokens_fed) / n,
+          static_cast<double>(r.usage.decode_steps) / n, static_cast<long long>(r.done));
+    }
     out += "  waiting on disk:  " + format_share(r.disk_share()) + " of engine time (" +
            format_seconds(r.usage.io_wait_s) + " I/O wait, " + format_seconds(r.usage.compute_s) +
            " compute)\n";

@@ -295,6 +295,16 @@ class Classify(unittest.TestCase):
         for r in stories_results:
             self.assertEqual(r["status"], "done")
             self.assertTrue(r["output_text"])
+        # The morning report gives a classification's cost per document, from the same usage.
+        p = self.nj.run("report", str(triage))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        m = re.search(r"per document: +\S+ s engine, ([0-9.]+) tokens fed, ([0-9.]+) decode steps "
+                      r"\(means over (\d+) done\)", p.stdout)
+        self.assertIsNotNone(m, p.stdout)
+        n = len(results)
+        self.assertEqual(int(m.group(3)), n)
+        self.assertAlmostEqual(float(m.group(1)), sum(r["engine"]["tokens_fed"] for r in results) / n, delta=0.05)
+        self.assertAlmostEqual(float(m.group(2)), sum(r["engine"]["decode_steps"] for r in results) / n, delta=0.005)
 
     def test_a_model_without_a_tokenizer_is_a_clear_submit_error(self):
         spec = self.spec(["billing", "other"], model=BARE_MODEL)
