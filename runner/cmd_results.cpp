@@ -79,8 +79,9 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     bool write = false;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* sub =
-      app.add_subcommand("results", "A job's results, one JSON object per item (JSON Lines)");
+  CLI::App* sub = app.add_subcommand(
+      "results",
+      "A job's results, one record per item: JSON Lines (default), CSV or OpenAI Batch output");
   sub->add_option("job", a->job, "A job id or name")->required();
   add_home_option(*sub, a->home);
   sub->add_option(
