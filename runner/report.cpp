@@ -44,16 +44,13 @@ void append_item_lines(const JobReport& r, size_t max_items, std::string& out) {
   out += labels ? "  LABEL\n" : "\n";
   for (size_t k = 0; k < shown; ++k) {
     const ItemReport& i = r.items[k];
-    const std::string wall = i.started_at && i.finished_at
-                                 ? format_seconds(*i.finished_at - *i.started_at)
-                                 : std::string("-");
-    const double denom = std::max(i.engine_s, i.usage.io_wait_s + i.usage.compute_s);
-    out += printf_string("  %-*s %-10s %8lld %9s %9s %6s", id_width, i.custom_id.c_str(),
-                         item_state_name(i.state), static_cast<long long>(i.tokens), wall.c_str(),
-                         format_seconds(i.engine_s).c_str(),
-                         denom > 0 ? format_share(i.usage.io_wait_s / denom).c_str() : "-");
-    if (i.label)
-      out += "  " + *i.label + (i.label_prob ? printf_string(" (p=%.3f)", *i.label_prob) : "");
+    const auto wall = i.wall_s();
+    const auto share = i.disk_share();
+    out += printf_string(
+        "  %-*s %-10s %8lld %9s %9s %6s", id_width, i.custom_id.c_str(), item_state_name(i.state),
+        static_cast<long long>(i.tokens), wall ? format_seconds(*wall).c_str() : "-",
+        format_seconds(i.engine_s).c_str(), share ? format_share(*share).c_str() : "-");
+    if (i.label) out += "  " + i.label_text();
     if (i.state == ItemState::kFailed && i.last_error) out += "  error: " + *i.last_error;
     out += "\n";
   }
@@ -74,9 +71,28 @@ std::optional<double> JobReport::s_per_token() const {
   return engine_s / static_cast<double>(tokens);
 }
 
-double JobReport::disk_share() const {
+std::optional<double> disk_share(double engine_s, const EngineUsage& usage) {
   const double denom = std::max(engine_s, usage.io_wait_s + usage.compute_s);
-  return denom > 0 ? usage.io_wait_s / denom : 0.0;
+  if (denom <= 0) return std::nullopt;
+  return usage.io_wait_s / denom;
+}
+
+std::optional<double> ItemReport::wall_s() const {
+  if (!started_at || !finished_at) return std::nullopt;
+  return *finished_at - *started_at;
+}
+
+std::optional<double> ItemReport::disk_share() const {
+  return runner::disk_share(engine_s, usage);
+}
+
+std::string ItemReport::label_text() const {
+  if (!label) return "";
+  return *label + (label_prob ? printf_string(" (p=%.3f)", *label_prob) : "");
+}
+
+double JobReport::disk_share() const {
+  return runner::disk_share(engine_s, usage).value_or(0.0);
 }
 
 const char* JobReport::state() const {

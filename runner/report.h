@@ -23,6 +23,11 @@
 
 namespace nj::runner {
 
+// The share of engine time spent waiting on disk, 0..1 (nullopt without engine time). The
+// usage is measured inside the engine time, so io_wait_s + compute_s <= engine_s; the
+// larger of the two is the denominator all the same, so a share never exceeds 1.
+std::optional<double> disk_share(double engine_s, const EngineUsage& usage);
+
 struct ItemReport {
   std::string custom_id;
   ItemState state = ItemState::kQueued;
@@ -33,6 +38,10 @@ struct ItemReport {
   std::optional<std::string> label;       // a classification's answer (result details)
   std::optional<double> label_prob;       // its probability
   std::optional<std::string> last_error;  // failed, cancelled or retried items
+
+  std::optional<double> wall_s() const;      // nullopt until it has finished
+  std::optional<double> disk_share() const;  // 0..1; nullopt without engine time
+  std::string label_text() const;            // "billing (p=0.913)", or "" without a label
 };
 
 struct JobReport {

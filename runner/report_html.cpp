@@ -102,14 +102,11 @@ std::string timeline(const JobReport& r) {
                      std::to_string(i.tokens) + " tokens, engine " + format_seconds(i.engine_s)) +
          "</title><text x=\"" + fmt("%.0f", kLabelWidth - 6) + "\" y=\"" + fmt("%.1f", y + 10) +
          "\" text-anchor=\"end\">" + html_escape(i.custom_id.substr(0, 28)) + "</text>";
-    if (i.started_at && i.finished_at) {
+    if (const auto wall = i.wall_s()) {
       const double x = kLabelWidth + plot * (*i.started_at - t0) / span;
-      const double w = std::max(plot * (*i.finished_at - *i.started_at) / span, 1.0);
-      const double denom = std::max(i.engine_s, i.usage.io_wait_s + i.usage.compute_s);
-      const double busy = *i.finished_at > *i.started_at
-                              ? std::clamp(i.engine_s / (*i.finished_at - *i.started_at), 0.0, 1.0)
-                              : 1.0;
-      const double io = denom > 0 ? w * busy * i.usage.io_wait_s / denom : 0;
+      const double w = std::max(plot * *wall / span, 1.0);
+      const double busy = *wall > 0 ? std::clamp(i.engine_s / *wall, 0.0, 1.0) : 1.0;
+      const double io = w * busy * i.disk_share().value_or(0.0);
       const double compute = w * busy - io;
       if (i.state == ItemState::kFailed) {
         s += rect("failed", x, y, w, kBarHeight);
@@ -131,15 +128,14 @@ std::string item_table(const JobReport& r) {
       "<table>\n<tr><th>item</th><th>state</th><th>tokens</th><th>wall</th><th>engine</th>"
       "<th>waiting on disk</th><th>label</th><th>error</th></tr>\n";
   for (const ItemReport& i : r.items) {
-    const double denom = std::max(i.engine_s, i.usage.io_wait_s + i.usage.compute_s);
-    std::string label = i.label.value_or("");
-    if (i.label && i.label_prob) label += fmt(" (p=%.3f)", *i.label_prob);
+    const auto wall = i.wall_s();
+    const auto share = i.disk_share();
     t += "<tr><td>" + html_escape(i.custom_id) + "</td><td>" + item_state_name(i.state) +
          "</td><td class=\"num\">" + std::to_string(i.tokens) + "</td><td class=\"num\">" +
-         (i.started_at && i.finished_at ? format_seconds(*i.finished_at - *i.started_at) : "-") +
-         "</td><td class=\"num\">" + format_seconds(i.engine_s) + "</td><td class=\"num\">" +
-         (denom > 0 ? format_share(i.usage.io_wait_s / denom) : "-") + "</td><td>" +
-         html_escape(label) + "</td><td>" + html_escape(i.last_error.value_or("")) + "</td></tr>\n";
+         (wall ? format_seconds(*wall) : "-") + "</td><td class=\"num\">" +
+         format_seconds(i.engine_s) + "</td><td class=\"num\">" +
+         (share ? format_share(*share) : "-") + "</td><td>" + html_escape(i.label_text()) +
+         "</td><td>" + html_escape(i.last_error.value_or("")) + "</td></tr>\n";
   }
   return t + "</table>\n";
 }
