@@ -27,6 +27,8 @@ const KernelTable& kernel_table(SimdLevel level) {
 
 const KernelTable& kernels() { return kernel_table(active_simd_level()); }
 
+namespace {
+
 void arrange_pairs(const float* x, int n, float* out) {
   const int full = n / 32;
   for (int b = 0; b < full; ++b) {
@@ -40,21 +42,49 @@ void arrange_pairs(const float* x, int n, float* out) {
   for (int i = 32 * full; i < n; ++i) out[i] = x[i];
 }
 
+void arrange_mxfp4(const float* x, int n, float* out) {
+  const int nblocks = n / 32;
+  for (int b0 = 0; b0 < nblocks; b0 += 4) {
+    const int lanes = 4 * std::min(4, nblocks - b0);
+    const float* xc = x + 32 * static_cast<size_t>(b0);
+    float* oc = out + 32 * static_cast<size_t>(b0);
+    for (int j = 0; j < lanes; ++j)
+      for (int e = 0; e < 8; ++e) oc[e * lanes + j] = xc[8 * j + e];
+  }
+}
+
+}  // namespace
+
+void arrange_activations(MatFormat f, const float* x, int n, float* out) {
+  switch (f) {
+    case MatFormat::kBF16: return arrange_pairs(x, n, out);
+    case MatFormat::kMxfp4:
+      NJ_CHECK_MSG(n % 32 == 0, "MXFP4 rows hold whole 32-element blocks");
+      return arrange_mxfp4(x, n, out);
+    case MatFormat::kF32:
+    case MatFormat::kF16: break;
+  }
+  std::copy(x, x + n, out);
+}
+
 namespace {
 
-// Paired formats read their activations per chunk as evens then odds; arranges them once
-// into thread-local scratch and returns what the row kernels should read.
+// BF16 and MXFP4 rows read their activations in an order of their own (kernels.h); arranges
+// them once into thread-local scratch and returns what the row kernels should read.
 const float* prepare_x(const MatRef& W, const float* X, int T, size_t xs, size_t* stride) {
   *stride = xs;
-  if (!uses_pairs(W.format)) return X;
-  NJ_CHECK(W.format != MatFormat::kMxfp4 || W.cols % 32 == 0);
-  thread_local std::vector<float> arranged;
-  arranged.resize(static_cast<size_t>(T) * static_cast<size_t>(W.cols));
+  if (!uses_arranged(W.format)) return X;
+  // Aligned to a cache line: the row kernels load whole 64-byte vectors of it.
+  thread_local std::vector<float> storage;
+  const size_t n = static_cast<size_t>(T) * static_cast<size_t>(W.cols);
+  storage.resize(n + 16);
+  float* arranged =
+      storage.data() + (16 - reinterpret_cast<uintptr_t>(storage.data()) % 64 / 4) % 16;
   for (int t = 0; t < T; ++t)
-    arrange_pairs(X + static_cast<size_t>(t) * xs, W.cols,
-                  arranged.data() + static_cast<size_t>(t) * static_cast<size_t>(W.cols));
+    arrange_activations(W.format, X + static_cast<size_t>(t) * xs, W.cols,
+                        arranged + static_cast<size_t>(t) * static_cast<size_t>(W.cols));
   *stride = static_cast<size_t>(W.cols);
-  return arranged.data();
+  return arranged;
 }
 
 }  // namespace

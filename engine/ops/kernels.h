@@ -13,13 +13,18 @@
 //    instructions: in each 32-element chunk c, lane j does acc = fma(w[32c+2j], x[32c+2j],
 //    acc), then acc = fma(w[32c+2j+1], x[32c+2j+1], acc); elements past the end are skipped.
 //    Same 16 lanes, same tree.
-//  * MXFP4 rows: per 32-element block b with scale code s, lane j forms
-//    t = E2M1(lo nibble of byte j) * x[32b+2j]; t = fma(E2M1(hi nibble), x[32b+2j+1], t);
-//    acc[b % 4]_j = fma(t, f, acc[b % 4]_j) with f = 2^(s-127), and f = 0 for s == 255, so
-//    such a block contributes exactly zero (acc is never -0, and t is finite for finite
-//    activations). Four accumulator sets (by block number mod 4) keep four independent
-//    fma chains in flight; at the end lane j is (acc0_j + acc1_j) + (acc2_j + acc3_j), and
-//    the lanes are combined by the same tree.
+//  * MXFP4 rows go in chunks of 128 elements: four 32-element blocks, 64 packed bytes and
+//    four scale codes (a row's last chunk may hold fewer blocks). In a chunk with nb
+//    blocks, lane j < 4·nb covers its eight elements 8j + n, n < 8 (byte 4j + n/2 of the
+//    chunk, the low nibble for even n), which all lie in the chunk's block j/4. With
+//    w_n = E2M1(that nibble) and x_n the element's activation, lane j forms
+//      t0 = w0 * x0, t1 = w1 * x1, then t0 = fma(w_n, x_n, t0) for n = 2, 4, 6 and
+//      t1 = fma(w_n, x_n, t1) for n = 3, 5, 7,
+//    and does acc_j = fma(t0 + t1, f, acc_j) with f = 2^(s-127) for the block's scale code
+//    s, and f = 0 for s == 255 (such a block adds only zeros, for finite activations).
+//    Lanes of missing blocks are left untouched, and the 16 lanes are combined by the
+//    same tree. Because a lane stays inside one block, SIMD code decodes a whole chunk
+//    from one 64-byte load by shifting it and applies each scale once per chunk.
 //  * Column-wise accumulations (Sᵀk in KDA, Σ p_t L_t in MLA, transposed products, mixing
 //    of residual sources) accumulate each output element sequentially over the summed index
 //    with fma, so vectorizing across outputs never changes a bit.
@@ -40,7 +45,7 @@ struct KernelTable {
   SimdLevel level;
 
   // Y[t*ys + r] = W[r] · X[t*xs ...] for r in [r0, r1), t < T.
-  // For BF16 and MXFP4, X must be pre-arranged in pairs as produced by arrange_pairs.
+  // For BF16 and MXFP4, X must be arranged by arrange_activations.
   void (*matmul_rows)(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys,
                       int r0, int r1);
   // Canonical 16-lane dot product.
@@ -63,11 +68,18 @@ const KernelTable& kernel_table(SimdLevel level);
 // The table for active_simd_level().
 const KernelTable& kernels();
 
-// Rearranges activations for the paired formats (BF16, MXFP4): in each full 32-element
-// chunk, the 16 even elements then the 16 odd ones; a partial last chunk is copied as is.
-void arrange_pairs(const float* x, int n, float* out);
-// Whether a format's rows read arranged activations.
-inline bool uses_pairs(MatFormat f) { return f == MatFormat::kBF16 || f == MatFormat::kMxfp4; }
+// Whether a format's row kernels read activations in an order of their own.
+inline bool uses_arranged(MatFormat f) {
+  return f == MatFormat::kBF16 || f == MatFormat::kMxfp4;
+}
+// Puts n activations into the order in which rows of format f consume them (`out` holds n
+// floats, no aliasing):
+//  * BF16: in each full 32-element chunk, the 16 even elements then the 16 odd ones; a
+//    partial last chunk as is;
+//  * MXFP4 (n a multiple of 32): in each 128-element chunk with L = 4·nb lanes (see the
+//    order above), element 8j + n of the chunk goes to position n·L + j;
+//  * other formats: unchanged.
+void arrange_activations(MatFormat f, const float* x, int n, float* out);
 
 // Y[t][r] = W[r] · X[t] for all rows, T tokens. X: [T][xs], Y: [T][ys]. Splits rows over
 // the OpenMP threads. Bit-identical for any thread count and SIMD level.

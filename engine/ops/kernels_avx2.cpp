@@ -102,50 +102,50 @@ inline void bf16_rows(const uint8_t* const* rows, const float* xa, int n, const 
   }
 }
 
-// One MXFP4 block: t for lanes 0-7 and 8-15 (the canonical order in kernels.h).
-inline void mxfp4_block(const uint8_t* p, const float* xe, __m256 lut8, __m256* t0, __m256* t1) {
-  const __m256i v0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  const __m256i v1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)));
-  // e2m1_decode reads only bits 0-3 of each index: v itself selects the low nibble.
-  *t0 = _mm256_mul_ps(e2m1_decode(v0, lut8), _mm256_loadu_ps(xe));
-  *t1 = _mm256_mul_ps(e2m1_decode(v1, lut8), _mm256_loadu_ps(xe + 8));
-  *t0 = _mm256_fmadd_ps(e2m1_decode(_mm256_srli_epi32(v0, 4), lut8), _mm256_loadu_ps(xe + 16), *t0);
-  *t1 = _mm256_fmadd_ps(e2m1_decode(_mm256_srli_epi32(v1, 4), lut8), _mm256_loadu_ps(xe + 24), *t1);
+// Eight lanes of one MXFP4 chunk (kernels.h): `d` holds their eight 32-bit words, x their
+// activations (x_n at 16n, as arranged for a full chunk); returns t0 + t1.
+inline __m256 mxfp4_half(__m256i d, const float* x, __m256 lut8) {
+  auto w = [&](int n) { return e2m1_decode(_mm256_srli_epi32(d, 4 * n), lut8); };
+  auto xn = [&](int n) { return _mm256_loadu_ps(x + 16 * n); };
+  __m256 t0 = _mm256_mul_ps(e2m1_decode(d, lut8), xn(0));
+  __m256 t1 = _mm256_mul_ps(w(1), xn(1));
+  t0 = _mm256_fmadd_ps(w(2), xn(2), t0);
+  t1 = _mm256_fmadd_ps(w(3), xn(3), t1);
+  t0 = _mm256_fmadd_ps(w(4), xn(4), t0);
+  t1 = _mm256_fmadd_ps(w(5), xn(5), t1);
+  t0 = _mm256_fmadd_ps(w(6), xn(6), t0);
+  t1 = _mm256_fmadd_ps(w(7), xn(7), t1);
+  return _mm256_add_ps(t0, t1);
 }
 
-// One MXFP4 row; four accumulator sets by block number mod 4 (kernels.h), each two ymm
-// registers (lanes 0-7, 8-15), unrolled so that all eight stay in registers.
+// One MXFP4 row in the canonical chunk order: lanes 0-7 and 8-15 in two ymm accumulators;
+// a partial last chunk goes through the shared scalar code.
 inline float mxfp4_row(const uint8_t* row, const uint8_t* scales, const float* xa, int nblocks) {
   const __m256 lut8 = _mm256_loadu_ps(kE2M1);
-  __m256 lo[4], hi[4];
-  for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
-  auto step = [&](int b, __m256& l, __m256& h) {
-    __m256 t0, t1;
-    mxfp4_block(row + 16 * static_cast<size_t>(b), xa + 32 * static_cast<size_t>(b), lut8, &t0, &t1);
-    const __m256 f = _mm256_set1_ps(mxfp4_factor(scales[b]));
-    l = _mm256_fmadd_ps(t0, f, l);
-    h = _mm256_fmadd_ps(t1, f, h);
-  };
-  int b = 0;
-  for (; b + 4 <= nblocks; b += 4) {
-    _mm_prefetch(reinterpret_cast<const char*>(row + 16 * static_cast<size_t>(b) + 2048), _MM_HINT_T0);
-    step(b, lo[0], hi[0]);
-    step(b + 1, lo[1], hi[1]);
-    step(b + 2, lo[2], hi[2]);
-    step(b + 3, lo[3], hi[3]);
+  const __m256i first = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  const __m256i second = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
+  const int chunks = nblocks / 4;
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  for (int c = 0; c < chunks; ++c) {
+    const uint8_t* chunk = row + 64 * static_cast<size_t>(c);
+    const uint8_t* sc = scales + 4 * static_cast<size_t>(c);
+    const float* x = xa + 128 * static_cast<size_t>(c);
+    _mm_prefetch(reinterpret_cast<const char*>(chunk + 2048), _MM_HINT_T0);
+    const __m256 f4 = _mm256_castps128_ps256(_mm_setr_ps(
+        kMxfp4Factors[sc[0]], kMxfp4Factors[sc[1]], kMxfp4Factors[sc[2]], kMxfp4Factors[sc[3]]));
+    const __m256i d0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk));
+    const __m256i d1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 32));
+    lo = _mm256_fmadd_ps(mxfp4_half(d0, x, lut8), _mm256_permutevar8x32_ps(f4, first), lo);
+    hi = _mm256_fmadd_ps(mxfp4_half(d1, x + 8, lut8), _mm256_permutevar8x32_ps(f4, second), hi);
   }
-  if (b < nblocks) step(b, lo[0], hi[0]);
-  if (b + 1 < nblocks) step(b + 1, lo[1], hi[1]);
-  if (b + 2 < nblocks) step(b + 2, lo[2], hi[2]);
-  alignas(32) float s[4][16];
-  for (int k = 0; k < 4; ++k) {
-    _mm256_store_ps(s[k], lo[k]);
-    _mm256_store_ps(s[k] + 8, hi[k]);
-  }
-  return mxfp4_finish(s);
+  alignas(32) float s[16];
+  _mm256_store_ps(s, lo);
+  _mm256_store_ps(s + 8, hi);
+  mxfp4_chunk_lanes(row, scales, xa, chunks, nblocks, s);
+  return reduce16(s);
 }
 
-// One row per pass: the eight accumulators of a row fill half of the 16 ymm registers.
+// One row per pass: two accumulators and the chunk's temporaries fit the 16 ymm registers.
 constexpr int kMxfp4Rows = 1;
 template <int R>
 inline void mxfp4_rows(const uint8_t* const* rows, const uint8_t* const* scales, const float* xa,

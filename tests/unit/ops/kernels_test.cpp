@@ -103,15 +103,17 @@ std::vector<float> random_vec(size_t n, Rng& rng) {
 TEST_CASE("matmul equals the scalar reference bit for bit on every SIMD level", "[engine][ops]") {
   Rng rng(7);
   for (MatFormat f : {MatFormat::kF32, MatFormat::kBF16, MatFormat::kF16, MatFormat::kMxfp4}) {
-    for (int cols : {1, 15, 16, 17, 31, 33, 64, 100, 128, 1031}) {
+    for (int cols : {1, 15, 16, 17, 31, 33, 64, 100, 128, 700, 1031}) {
       if (f == MatFormat::kMxfp4) cols = std::max(32, cols / 32 * 32);
       for (int rows : {1, 3, 4, 9}) {
         for (int T : {1, 3}) {
           TestMatrix m = make_matrix(f, rows, cols, rng);
           auto X = random_vec(static_cast<size_t>(T) * cols, rng);
           std::vector<float> Xa = X;
-          if (uses_pairs(f))
-            for (int t = 0; t < T; ++t) arrange_pairs(&X[static_cast<size_t>(t) * cols], cols, &Xa[static_cast<size_t>(t) * cols]);
+          if (uses_arranged(f))
+            for (int t = 0; t < T; ++t)
+              arrange_activations(f, &X[static_cast<size_t>(t) * cols], cols,
+                                  &Xa[static_cast<size_t>(t) * cols]);
           std::vector<float> ref(static_cast<size_t>(T) * rows);
           kernel_table(SimdLevel::kScalar).matmul_rows(m.ref, Xa.data(), T, cols, ref.data(), rows, 0, rows);
           for (SimdLevel level : levels()) {
@@ -141,7 +143,8 @@ TEST_CASE("matmul equals the scalar reference bit for bit on every SIMD level", 
 TEST_CASE("MXFP4 rows taken several per pass equal the scalar reference for any row range",
           "[engine][ops]") {
   // SIMD levels take rows in groups (4 on AVX-512) and the rest singly; block counts that
-  // are not a multiple of 4 leave a tail. Every row must still follow the canonical order.
+  // are not a multiple of 4 leave a partial chunk, and counts past 16 make AVX-512 read a
+  // partial group of scale codes. Every row must still follow the canonical order.
   Rng rng(13);
   const int rows = 13, T = 2;
   for (int nblocks : {1, 5, 23, 36}) {
@@ -150,7 +153,8 @@ TEST_CASE("MXFP4 rows taken several per pass equal the scalar reference for any 
     auto X = random_vec(static_cast<size_t>(T) * cols, rng);
     std::vector<float> Xa(X.size());
     for (int t = 0; t < T; ++t)
-      arrange_pairs(&X[static_cast<size_t>(t) * cols], cols, &Xa[static_cast<size_t>(t) * cols]);
+      arrange_activations(MatFormat::kMxfp4, &X[static_cast<size_t>(t) * cols], cols,
+                          &Xa[static_cast<size_t>(t) * cols]);
     std::vector<float> ref(static_cast<size_t>(T) * rows);
     kernel_table(SimdLevel::kScalar)
         .matmul_rows(m.ref, Xa.data(), T, cols, ref.data(), rows, 0, rows);
@@ -171,8 +175,10 @@ TEST_CASE("MXFP4 rows taken several per pass equal the scalar reference for any 
 }
 
 TEST_CASE("every E8M0 scale code gives the same bits on every level", "[engine][ops]") {
-  // Row r has scale code r in all its blocks, so each of the 256 codes (SIMD levels read the
-  // factors from a table) decides one output; small activations keep 2^127 blocks finite.
+  // Row r has scale code r in all its blocks, so each of the 256 codes decides one output
+  // (AVX-512 computes the factors in registers, AVX2 reads them from a table; the fifth
+  // block is a partial chunk, which every level leaves to the scalar code); small
+  // activations keep 2^127 blocks finite.
   Rng rng(17);
   const int rows = 256, nb = 5, cols = 32 * nb;
   std::vector<uint8_t> packed(static_cast<size_t>(rows) * cols / 2);
@@ -183,7 +189,7 @@ TEST_CASE("every E8M0 scale code gives the same bits on every level", "[engine][
   auto x = random_vec(cols, rng);
   for (auto& v : x) v = std::ldexp(v, -40);
   std::vector<float> xa(cols), ref(rows), y(rows);
-  arrange_pairs(x.data(), cols, xa.data());
+  arrange_activations(MatFormat::kMxfp4, x.data(), cols, xa.data());
   kernel_table(SimdLevel::kScalar).matmul_rows(W, xa.data(), 1, cols, ref.data(), rows, 0, rows);
   for (float v : ref) REQUIRE(std::isfinite(v));
   for (SimdLevel level : levels()) {
@@ -200,7 +206,7 @@ TEST_CASE("MXFP4 blocks with scale code 255 contribute exactly zero", "[engine][
   std::vector<uint8_t> scales = {kE8M0Zero};
   MatRef W{MatFormat::kMxfp4, 1, 32, packed.data(), scales.data()};
   std::vector<float> x(32, 1.0f), xa(32), y(1, 5.0f);
-  arrange_pairs(x.data(), 32, xa.data());
+  arrange_activations(MatFormat::kMxfp4, x.data(), 32, xa.data());
   for (SimdLevel level : levels()) {
     kernel_table(level).matmul_rows(W, xa.data(), 1, 32, y.data(), 1, 0, 1);
     CHECK(y[0] == 0.0f);
