@@ -24,10 +24,11 @@ table { border-collapse: collapse; margin: 0.5em 0; }
 td, th { padding: 0.2em 0.8em; text-align: left; border-bottom: 1px solid #ddd; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .io { fill: #d9822b; } .compute { fill: #2b6cb0; } .idle { fill: #e2e8f0; }
-.failed { fill: #c53030; } .axis { stroke: #888; } svg text { font-size: 11px; fill: #333; }
+.failed { fill: #c53030; } .running { fill: #90cdf4; }
+.axis { stroke: #888; } svg text { font-size: 11px; fill: #333; }
 .legend span { display: inline-block; width: 0.9em; height: 0.9em; margin: 0 0.3em 0 1em; }
 .swatch-io { background: #d9822b; } .swatch-compute { background: #2b6cb0; }
-.swatch-idle { background: #e2e8f0; }
+.swatch-idle { background: #e2e8f0; } .swatch-running { background: #90cdf4; }
 )css";
 
 std::string fmt(const char* f, double v) {
@@ -77,11 +78,20 @@ std::string rect(const char* cls, double x, double y, double w, double h) {
          fmt("%.2f", h) + "\"/>";
 }
 
-// Items from started_at to finished_at on one time axis, split by their disk-wait share.
-std::string timeline(const JobReport& r) {
-  if (!r.first_start || !r.last_finish) return "<p>No item has finished yet: no timeline.</p>\n";
+// Items on one time axis, from the first start to the last finish or, while an item runs,
+// to `now`: a finished item's bar runs from started_at to finished_at, split by its
+// disk-wait share of engine time; a running item's bar runs from started_at to `now`.
+std::string timeline(const JobReport& r, double now) {
+  auto running = [](const ItemReport& i) {
+    return i.state == ItemState::kRunning && i.started_at.has_value();
+  };
+  const bool any_running = std::any_of(r.items.begin(), r.items.end(), running);
+  if (!r.first_start || (!r.last_finish && !any_running))
+    return "<p>No item has finished or is running: no timeline.</p>\n";
   const size_t n = std::min(r.items.size(), kMaxTimelineItems);
-  const double t0 = *r.first_start, span = std::max(*r.last_finish - t0, 1e-3);
+  const double t0 = *r.first_start;
+  const double t1 = std::max(r.last_finish.value_or(t0), any_running ? now : t0);
+  const double span = std::max(t1 - t0, 1e-3);
   const double plot = kChartWidth - kLabelWidth - 10;
   const double height = kAxisHeight + kRowHeight * static_cast<double>(n) + 4;
   std::string s = "<svg width=\"100%\" viewBox=\"0 0 " + fmt("%.0f", kChartWidth) + " " +
@@ -114,6 +124,9 @@ std::string timeline(const JobReport& r) {
         s += rect("io", x, y, io, kBarHeight) + rect("compute", x + io, y, compute, kBarHeight) +
              rect("idle", x + io + compute, y, w - io - compute, kBarHeight);
       }
+    } else if (running(i)) {
+      const double x = kLabelWidth + plot * (*i.started_at - t0) / span;
+      s += rect("running", x, y, std::max(plot * (now - *i.started_at) / span, 1.0), kBarHeight);
     }
     s += "</g>\n";
   }
@@ -179,14 +192,15 @@ std::string report_html(const std::vector<JobReport>& jobs, double generated_at)
        (jobs.size() == 1 ? "" : "s") + ".</p>\n";
   h += "<p class=\"legend\"><span class=\"swatch-io\"></span>waiting on disk"
        "<span class=\"swatch-compute\"></span>compute<span class=\"swatch-idle\"></span>"
-       "outside the engine (queued, stopped, overhead)</p>\n";
+       "outside the engine (queued, stopped, overhead)<span class=\"swatch-running\"></span>"
+       "still running at the report's time</p>\n";
   for (const JobReport& r : jobs) {
     h += "<h2>Job " + std::to_string(r.job.id) + ": " + html_escape(r.job.name) + " (" +
          html_escape(r.job.kind) + ", " + r.state() + ")</h2>\n";
     h += summary_table(r);
     h += "<h3>Share of engine time waiting on disk: " + format_share(r.disk_share()) + "</h3>\n";
     h += share_bar(r.disk_share());
-    h += "<h3>Timeline</h3>\n" + timeline(r);
+    h += "<h3>Timeline</h3>\n" + timeline(r, generated_at);
     h += "<h3>Items</h3>\n" + item_table(r);
   }
   return h + "</body>\n</html>\n";

@@ -8,7 +8,8 @@
 //
 // Per job: the summary figures of report.h, an I/O-share bar, and a timeline with one bar
 // per item from started_at to finished_at, its left part (the item's io_wait share of its
-// engine time) drawn as disk wait and the rest as compute.
+// engine time) drawn as disk wait and the rest as compute; an item still running gets a
+// bar from started_at to the report's time.
 #pragma once
 
 #include <string>

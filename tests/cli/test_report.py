@@ -4,6 +4,8 @@
 XML parser accepts and that fetches nothing."""
 import os
 import re
+import shutil
+import sqlite3
 import unittest
 import xml.etree.ElementTree as ET
 
@@ -83,6 +85,38 @@ class Report(unittest.TestCase):
         self.assertEqual(len(bars), 3, "one bar per finished item")
         tokens = sum(r["output_tokens"] for r in self.nj.results(self.job))
         self.assertIn(f"<tr><th>tokens generated</th><td>{tokens}</td></tr>", self.html)
+
+    def test_a_running_item_gets_a_bar_to_the_report_time(self):
+        # As if another runner held item d: a copy of the home with d running since the last
+        # finish. Its bar starts there and reaches the axis end, the report's time.
+        home = os.path.join(self.dir, "running-home")
+        shutil.copytree(self.nj.home, home)
+        other = njtest.Nightjar(ARGS.bin, home)
+        con = sqlite3.connect(other.db())
+        with con:
+            con.execute("UPDATE items SET state = 'running', lease_owner = 'elsewhere/1/0', "
+                        "lease_expires = 1e12, started_at = "
+                        "(SELECT max(finished_at) FROM items WHERE job_id = ?) "
+                        "WHERE job_id = ? AND custom_id = 'd'", (self.job, self.job))
+        con.close()
+        path = os.path.join(self.dir, "running.html")
+        p = other.run("report", str(self.job), "--out", path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("3 done, 0 failed, 0 cancelled, 0 queued, 1 running", p.stdout)
+        with open(path, encoding="utf-8") as f:
+            root = ET.fromstring(f.read().split("\n", 1)[1])
+        timeline = [s for s in root.findall(".//svg")
+                    if s.find("title") is not None and s.find("title").text == "per-item timeline"][0]
+        bars = [g for g in timeline.findall("g") if g.find("rect") is not None]
+        self.assertEqual(len(bars), 4, "three finished items and the running one")
+        running = [r for g in bars for r in g.findall("rect") if r.get("class") == "running"]
+        self.assertEqual(len(running), 1)
+        self.assertIn("d: running", bars[3].find("title").text)
+        x, w = float(running[0].get("x")), float(running[0].get("width"))
+        finished_ends = [max(float(r.get("x")) + float(r.get("width")) for r in g.findall("rect"))
+                         for g in bars[:3]]
+        self.assertAlmostEqual(x, max(finished_ends), delta=0.05)
+        self.assertAlmostEqual(x + w, 890, delta=0.05)  # label width 180 + plot width 710
 
     def test_every_job_without_arguments_and_several_jobs(self):
         p = self.nj.run("report")
