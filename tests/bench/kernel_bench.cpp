@@ -2,11 +2,12 @@
 //   kernel_bench [--threads N] [--mb SIZE_MB] [--rounds N] [--cols N (default 7168, K3's hidden)]
 // For each format and SIMD level, rounds alternate one memory-probe pass with one matvec
 // over a matrix of the same size (both far larger than the caches); each round yields a
-// ratio, and the median ratio is reported with the median rates. Alternating cancels the
-// drift of a shared host's memory bandwidth. Target (issue 3): BF16 and MXFP4 >= 60 % of
+// ratio, and the median ratio is reported with the median rates and the ratios' range.
+// Alternating cancels the drift of a shared host's memory bandwidth. Target (issue 3): BF16 and MXFP4 >= 60 % of
 // the probe on 2 threads.
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -68,8 +69,8 @@ int main(int argc, char** argv) {
   omp_set_num_threads(threads);
   std::printf("kernel_bench: %d threads, %zu MB per matrix, %d alternating rounds (probe pass, matvec)\n\n",
               threads, mb, rounds);
-  std::printf("%-6s %-7s %10s %11s %11s %9s\n", "format", "simd", "ms/matvec", "kernel GB/s", "probe GB/s",
-              "ratio");
+  std::printf("%-6s %-7s %10s %11s %11s %9s %12s\n", "format", "simd", "ms/matvec", "kernel GB/s",
+              "probe GB/s", "ratio", "ratio range");
   MemoryProbe probe(mb << 20, threads);
   for (ops::MatFormat f : {ops::MatFormat::kBF16, ops::MatFormat::kMxfp4, ops::MatFormat::kF32}) {
     Matrix m = make_matrix(f, cols, mb << 20);
@@ -90,8 +91,10 @@ int main(int argc, char** argv) {
         ratios.push_back(k / p);
       }
       const double s = bench::median(secs);
-      std::printf("%-6s %-7s %10.2f %11.2f %11.2f %8.0f%%\n", ops::mat_format_name(f), simd_level_name(level), s * 1e3,
-                  static_cast<double>(m.ref.bytes()) / s / 1e9, bench::median(probes), 100.0 * bench::median(ratios));
+      const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+      std::printf("%-6s %-7s %10.2f %11.2f %11.2f %8.0f%% %6.0f-%.0f%%\n", ops::mat_format_name(f),
+                  simd_level_name(level), s * 1e3, static_cast<double>(m.ref.bytes()) / s / 1e9,
+                  bench::median(probes), 100.0 * bench::median(ratios), 100.0 * *lo, 100.0 * *hi);
     }
     (void)force_simd_level(detect_simd_level());
   }
