@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "engine/util/status.h"
@@ -64,7 +65,7 @@ void arrange_activations(MatFormat f, const float* x, int n, float* out) {
     case MatFormat::kF32:
     case MatFormat::kF16: break;
   }
-  std::copy(x, x + n, out);
+  NJ_CHECK_MSG(false, "F32 and F16 rows read their activations as they are");
 }
 
 namespace {
@@ -78,8 +79,9 @@ const float* prepare_x(const MatRef& W, const float* X, int T, size_t xs, size_t
   thread_local std::vector<float> storage;
   const size_t n = static_cast<size_t>(T) * static_cast<size_t>(W.cols);
   storage.resize(n + 16);
-  float* arranged =
-      storage.data() + (16 - reinterpret_cast<uintptr_t>(storage.data()) % 64 / 4) % 16;
+  void* p = storage.data();
+  size_t space = storage.size() * sizeof(float);
+  float* arranged = static_cast<float*>(std::align(64, n * sizeof(float), p, space));
   for (int t = 0; t < T; ++t)
     arrange_activations(W.format, X + static_cast<size_t>(t) * xs, W.cols,
                         arranged + static_cast<size_t>(t) * static_cast<size_t>(W.cols));

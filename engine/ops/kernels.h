@@ -73,12 +73,11 @@ inline bool uses_arranged(MatFormat f) {
   return f == MatFormat::kBF16 || f == MatFormat::kMxfp4;
 }
 // Puts n activations into the order in which rows of format f consume them (`out` holds n
-// floats, no aliasing):
+// floats, no aliasing). REQUIRES: uses_arranged(f).
 //  * BF16: in each full 32-element chunk, the 16 even elements then the 16 odd ones; a
 //    partial last chunk as is;
 //  * MXFP4 (n a multiple of 32): in each 128-element chunk with L = 4·nb lanes (see the
-//    order above), element 8j + n of the chunk goes to position n·L + j;
-//  * other formats: unchanged.
+//    order above), element 8j + n of the chunk goes to position n·L + j.
 void arrange_activations(MatFormat f, const float* x, int n, float* out);
 
 // Y[t][r] = W[r] · X[t] for all rows, T tokens. X: [T][xs], Y: [T][ys]. Splits rows over
