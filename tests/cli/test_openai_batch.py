@@ -140,8 +140,8 @@ class OpenAiBatch(unittest.TestCase):
             self.assertEqual(body["model"], "model-tok")
             expected = ref["output_text"]
             if ref["finish_reason"] == "stop":
-                self.assertTrue(expected.endswith("<|close|>"))
-                expected = expected[: -len("<|close|>")]
+                self.assertTrue(expected.endswith("<|end_of_msg|>"))
+                expected = expected[: -len("<|end_of_msg|>")]
             self.assertEqual(choice["message"]["content"], expected)
         (cancelled,) = [o for o in lines if not o["response"]]
         self.assertEqual(cancelled["custom_id"], reqs[-1]["custom_id"])
