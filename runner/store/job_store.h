@@ -10,7 +10,7 @@
 //         claims, lease_owner, lease_expires, tokens_done, prefill_s, decode_s,
 //         last_error, started_at, finished_at,
 //         io_wait_s, compute_s, bytes_read, tokens_fed, decode_steps)   UNIQUE(job_id, custom_id)
-//   tokens(item_id, pos, token_id)                  the append-only output log
+//   tokens(item_id, pos, token_id, logprobs)        the append-only output log
 //   checkpoints(id, item_id, position, tokens_done, path, bytes, created_at)
 //   results(item_id, finish_reason, prompt_tokens, output_tokens, output_ids,
 //           output_text, prefill_s, decode_s, created_at, details)   at most one per item
@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/logprobs.h"
 #include "engine/util/status.h"
 
 namespace nj::runner {
@@ -172,13 +173,15 @@ struct Claim {
 };
 
 // Progress the runner hands over with every write: output tokens not yet stored (output
-// positions first_pos, first_pos+1, ...) and engine time since the last write.
+// positions first_pos, first_pos+1, ...), their log-probabilities when the item asked for
+// them (empty, or one per token), and engine time since the last write.
 struct Progress {
   int64_t first_pos = 0;
   std::span<const int32_t> tokens;
   double prefill_s = 0;
   double decode_s = 0;
   EngineUsage usage;
+  std::span<const TokenLogprobs> logprobs;  // empty, or one per token
 };
 
 struct NewCheckpoint {
@@ -236,6 +239,9 @@ class JobStore {
   // Items in spec order.
   Result<std::vector<ItemRow>> items(int64_t job_id);
   Result<std::vector<int32_t>> tokens(int64_t item_id);
+  // The log-probabilities stored with the item's tokens, in output order. Corruption naming
+  // the position when a token has none or an unreadable one.
+  Result<std::vector<TokenLogprobs>> token_logprobs(int64_t item_id);
   Result<std::optional<ResultRow>> result(int64_t item_id);
   Result<std::vector<CheckpointRow>> checkpoints(int64_t item_id);
   // Events of a job (item_id unset) or of one item, oldest first.
@@ -308,5 +314,10 @@ class JobStore {
 // Token ids <-> the int32 little-endian blobs stored in items.prompt_ids and results.output_ids.
 std::vector<uint8_t> ids_to_blob(std::span<const int32_t> ids);
 std::vector<int32_t> blob_to_ids(std::span<const uint8_t> blob);
+
+// TokenLogprobs <-> the blob in tokens.logprobs (format in 003_token_logprobs.sql).
+// blob_to_logprobs: nullopt when the size does not fit the format.
+std::vector<uint8_t> logprobs_to_blob(const TokenLogprobs& lp);
+std::optional<TokenLogprobs> blob_to_logprobs(std::span<const uint8_t> blob);
 
 }  // namespace nj::runner
