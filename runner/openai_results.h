@@ -21,10 +21,15 @@
 //
 // `content` is the output text without the closing end-of-sequence token (null when the
 // model has no tokenizer); `completion_tokens` counts every generated token, that one too.
-// `<job>` and `<item>` are the store's ids, so ids are unique within a home.
+// `<job>` and `<item>` are the store's ids, so ids are unique within a home. Lines written
+// from result records (`nightjar merge --format openai`, several homes) use `<job>_<item>` =
+// "array_<N>", N the item's 0-based place in the job's spec, unique within the array;
+// there `created` is the item's finished_at and `prompt_tokens` the record's (for a
+// classification: document and suffix, without the template's shared prefix).
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +42,11 @@ namespace nj::runner {
 // content without the end-of-sequence token; without it the stored output text is used.
 nlohmann::json openai_batch_line(const JobRow& job, const ItemRow& item,
                                  const std::optional<ResultRow>& r, const Tokenizer* tok);
+
+// The output line of a result record (result_record.h) under the key `key` ("<job>_<item>"
+// above) for a model directory named `model_name`; `tok` as above.
+nlohmann::json openai_batch_line(const nlohmann::json& record, const std::string& key,
+                                 const std::string& model_name, const Tokenizer* tok);
 
 // Every item's line, in spec order, newline-terminated. Loads the job's tokenizer when its
 // model has one (and uses the stored output text when it cannot be read). Store errors.
