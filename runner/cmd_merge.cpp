@@ -75,7 +75,7 @@ void add_merge_command(CLI::App& app, const GlobalOptions&, CommandTable& table)
     for (const std::string& d : merge->duplicates)
       spdlog::warn("duplicate result, kept once: {}", d);
     if (!merge->complete()) {
-      spdlog::error("nightjar: {}: the array is incomplete: {} of {} items done", a->dir,
+      spdlog::error("{}: the array is incomplete: {} of {} items done", a->dir,
                     merge->done, merge->items);
       std::fputs(describe_gaps(*merge, 20).c_str(), stderr);
       std::fflush(stderr);
