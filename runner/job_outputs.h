@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/util/status.h"
+#include "runner/home.h"
 #include "runner/store/job_store.h"
 
 namespace nj::runner {
@@ -31,9 +32,13 @@ Result<std::string> results_csv(JobStore& store, const JobRow& job);
 Result<std::string> records_csv(const std::string& kind, const std::string& settings_json,
                                 const std::vector<nlohmann::json>& records);
 
-// Writes the outputs the job's spec declared (durably: temp + fsync + rename). Returns the
-// paths written; empty when the job declares none. IOError naming the path.
-Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const JobRow& job);
+// Writes the outputs the job's spec declared (durably: temp + fsync + rename), each checked
+// again right before its write against the output-path policy it was submitted under
+// (jobs/output_paths.h), with `home` as a home too. Returns the paths written; empty when
+// the job declares none. InvalidArgument naming the key and the resolved path when the
+// policy now refuses one (nothing of it written); IOError naming the path.
+Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const JobRow& job,
+                                                        const Home& home);
 
 // One CSV field, quoted when needed.
 std::string csv_field(const std::string& text);
