@@ -2,7 +2,17 @@
 # Installs, from Debian packages, everything Nightjar needs to build, run and test.
 # Idempotent: when every package is already present it changes nothing and makes no
 # network request. Fails loudly (non-zero, naming the packages) when it cannot install.
+#   deploy/install-deps.sh            the build, run and test dependencies
+#   deploy/install-deps.sh --slurm    also Slurm and MUNGE (tests/slurm/run.sh starts its own
+#                                     daemons; the packages' services are not configured here)
 set -euo pipefail
+
+slurm=0
+case "${1:-}" in
+  "") ;;
+  --slurm) slurm=1 ;;
+  *) echo "usage: deploy/install-deps.sh [--slurm]" >&2; exit 2 ;;
+esac
 
 packages=(
   g++ cmake make pkg-config           # toolchain
@@ -21,6 +31,8 @@ packages=(
 # NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package).
 if ! command -v node >/dev/null 2>&1; then packages+=(nodejs); fi
 if ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
+# Slurm's controller, node daemon and client commands, and MUNGE (Slurm's authentication).
+if [ "$slurm" = 1 ]; then packages+=(slurm-wlm munge); fi
 
 missing=()
 for p in "${packages[@]}"; do

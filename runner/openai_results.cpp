@@ -5,9 +5,11 @@
 #include <filesystem>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "jobs/chat/chat_format.h"
 #include "jobs/chat/chat_reply.h"
+#include "runner/result_record.h"
 
 namespace nj::runner {
 namespace {
@@ -33,11 +35,11 @@ json error_of(const ItemRow& item) {
   }
 }
 
-// The answer text of a plain item: the output without its closing end-of-sequence token.
-json plain_content(const ResultRow& r, const Tokenizer* tok) {
-  if (!tok) return r.output_text ? json(*r.output_text) : json(nullptr);
-  std::span<const int32_t> ids(r.output_ids);
-  if (r.finish_reason == "stop" && !ids.empty() && ids.back() == tok->eos_id())
+// The answer text: the output without its closing end-of-sequence token.
+json content_of(std::span<const int32_t> ids, const std::optional<std::string>& text,
+                const std::string& finish_reason, const Tokenizer* tok) {
+  if (!tok) return text ? json(*text) : json(nullptr);
+  if (finish_reason == "stop" && !ids.empty() && ids.back() == tok->eos_id())
     ids = ids.first(ids.size() - 1);
   return tok->decode(ids);
 }
@@ -92,7 +94,7 @@ Result<std::pair<json, json>> message_of(const ItemRow& item, const ResultRow& r
     message["content"] = reply.content ? json(*reply.content) : json(nullptr);
     if (reply.reasoning) message["reasoning_content"] = *reply.reasoning;
   } else {
-    message["content"] = plain_content(r, in.tok);
+    message["content"] = content_of(r.output_ids, r.output_text, r.finish_reason, in.tok);
   }
   json logprobs = nullptr;
   if (asks_for_logprobs(params)) {
@@ -104,35 +106,84 @@ Result<std::pair<json, json>> message_of(const ItemRow& item, const ResultRow& r
   return std::make_pair(std::move(message), std::move(logprobs));
 }
 
-}  // namespace
-
-Result<json> openai_batch_line(const JobRow& job, const ItemRow& item,
-                               const std::optional<ResultRow>& r, const OpenAiLineInputs& in) {
-  const std::string key = item_key(job, item);
-  json line = {{"id", "batch_req_" + key}, {"custom_id", item.custom_id}};
-  if (item.state != ItemState::kDone || !r) {
-    line["response"] = nullptr;
-    line["error"] = error_of(item);
-    return line;
-  }
-  NJ_ASSIGN_OR_RETURN(auto message, message_of(item, *r, in));
-  const int64_t prompt = r->prompt_tokens, completion = r->output_tokens;
+// The line of a finished item.
+json done_line(const std::string& key, const std::string& custom_id, const std::string& model,
+               json message, json logprobs, const std::string& finish_reason, int64_t prompt,
+               int64_t completion, double created_at) {
   json choice = {{"index", 0},
-                 {"message", std::move(message.first)},
-                 {"logprobs", std::move(message.second)},
-                 {"finish_reason", r->finish_reason}};
+                 {"message", std::move(message)},
+                 {"logprobs", std::move(logprobs)},
+                 {"finish_reason", finish_reason}};
   json body = {{"id", "chatcmpl-nj-" + key},
                {"object", "chat.completion"},
-               {"created", static_cast<int64_t>(std::floor(r->created_at))},
-               {"model", std::filesystem::path(job.model_dir).filename().string()},
+               {"created", static_cast<int64_t>(std::floor(created_at))},
+               {"model", model},
                {"choices", json::array({choice})},
                {"usage",
                 {{"prompt_tokens", prompt},
                  {"completion_tokens", completion},
                  {"total_tokens", prompt + completion}}}};
-  line["response"] = {{"status_code", 200}, {"request_id", "nj-" + key}, {"body", body}};
-  line["error"] = nullptr;
-  return line;
+  return {{"id", "batch_req_" + key},
+          {"custom_id", custom_id},
+          {"response", {{"status_code", 200}, {"request_id", "nj-" + key}, {"body", body}}},
+          {"error", nullptr}};
+}
+
+json error_line(const std::string& key, const std::string& custom_id, json error) {
+  return {{"id", "batch_req_" + key},
+          {"custom_id", custom_id},
+          {"response", nullptr},
+          {"error", std::move(error)}};
+}
+
+}  // namespace
+
+Result<json> openai_batch_line(const JobRow& job, const ItemRow& item,
+                               const std::optional<ResultRow>& r, const OpenAiLineInputs& in) {
+  const std::string key = item_key(job, item);
+  if (item.state != ItemState::kDone || !r) return error_line(key, item.custom_id, error_of(item));
+  NJ_ASSIGN_OR_RETURN(auto message, message_of(item, *r, in));
+  return done_line(key, item.custom_id, std::filesystem::path(job.model_dir).filename().string(),
+                   std::move(message.first), std::move(message.second), r->finish_reason,
+                   r->prompt_tokens, r->output_tokens, r->created_at);
+}
+
+json openai_batch_line(const json& record, const std::string& key, const std::string& model_name,
+                       const Tokenizer* tok) {
+  const std::string custom_id = record.value("custom_id", "");
+  const std::string status = record.value("status", "");
+  const std::string error = record_error(record);
+  if (status != "done") {
+    if (status == "failed")
+      return error_line(key, custom_id,
+                        {{"code", "item_failed"},
+                         {"message", error.empty() ? std::string("the item failed") : error}});
+    if (status == "cancelled")
+      return error_line(
+          key, custom_id,
+          {{"code", "item_cancelled"},
+           {"message", "cancelled" + (error.empty() ? std::string() : " (" + error + ")")}});
+    return error_line(
+        key, custom_id,
+        {{"code", "not_finished"},
+         {"message", "the item is " + status + " (" +
+                         std::to_string(record.value("output_tokens", 0)) + " tokens so far)"}});
+  }
+  const std::vector<int32_t> ids = record.value("output_ids", std::vector<int32_t>());
+  std::optional<std::string> text;
+  if (record.contains("output_text") && record["output_text"].is_string())
+    text = record["output_text"].get<std::string>();
+  const std::string finish_reason = record.value("finish_reason", "");
+  double created = 0;
+  if (const auto t = record.find("timings"); t != record.end() && t->is_object())
+    if (const auto f = t->find("finished_at"); f != t->end() && f->is_number())
+      created = f->get<double>();
+  // A record carries no request parameters: its content is the plain output text (a chat
+  // reply is not split into channels here) and it has no log-probabilities.
+  json message = {{"role", "assistant"}, {"content", content_of(ids, text, finish_reason, tok)}};
+  return done_line(key, custom_id, model_name, std::move(message), nullptr, finish_reason,
+                   record.value("prompt_tokens", int64_t{0}),
+                   record.value("output_tokens", int64_t{0}), created);
 }
 
 Result<std::string> openai_batch_text(JobStore& store, const JobRow& job,

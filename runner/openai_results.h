@@ -36,9 +36,15 @@
 // (its bytes; a control token's name), its log-probability under the model's logits and the
 // top_logprobs most likely tokens'. `completion_tokens` counts every generated token.
 // `<job>` and `<item>` are the store's ids, so ids are unique within a home.
+// Lines written from result records (`nightjar merge --format openai`, several homes) use
+// `<job>_<item>` = "array_<N>", N the item's 0-based place in the job's spec, unique within
+// the array; there `created` is the item's finished_at, `prompt_tokens` the record's (for a
+// classification: document and suffix, without the template's shared prefix), `content`
+// the plain output text (a record does not say how a chat reply splits) and `logprobs` null.
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -61,6 +67,11 @@ struct OpenAiLineInputs {
 Result<nlohmann::json> openai_batch_line(const JobRow& job, const ItemRow& item,
                                          const std::optional<ResultRow>& r,
                                          const OpenAiLineInputs& in);
+
+// The output line of a result record (result_record.h) under the key `key` ("<job>_<item>"
+// above) for a model directory named `model_name`; `tok` as above.
+nlohmann::json openai_batch_line(const nlohmann::json& record, const std::string& key,
+                                 const std::string& model_name, const Tokenizer* tok);
 
 // Every item's line, in spec order, newline-terminated. Loads the job's tokenizer when its
 // model has one (plain items use the stored output text when it cannot be read; chat items

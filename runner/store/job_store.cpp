@@ -220,7 +220,8 @@ const std::string& JobStore::path() const {
 Result<std::unique_ptr<JobStore>> JobStore::open(const std::string& path, bool create,
                                                  StoreOptions options) {
   const bool quick_check = options.quick_check;
-  NJ_ASSIGN_OR_RETURN(auto db, sql::Db::open(path, create, options.busy_timeout_ms));
+  NJ_ASSIGN_OR_RETURN(auto db,
+                      sql::Db::open(path, create, options.busy_timeout_ms, options.journal));
   std::unique_ptr<JobStore> store(new JobStore(std::move(db), std::move(options)));
   if (quick_check) {
     NJ_ASSIGN_OR_RETURN(Stmt s, store->db_->prepare("PRAGMA quick_check"));
@@ -294,11 +295,17 @@ Status JobStore::migrate(bool create) {
 
 Result<int64_t> JobStore::submit(const NewJob& job) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
-  const double now = clock_();
+  NJ_ASSIGN_OR_RETURN(int64_t job_id, insert_job(job, clock_(), nullptr, nullptr));
+  NJ_RETURN_IF_ERROR(txn->commit());
+  return job_id;
+}
+
+Result<int64_t> JobStore::insert_job(const NewJob& job, double now, const std::string* shard,
+                                     const std::string* digest) {
   NJ_ASSIGN_OR_RETURN(
-      Stmt j,
-      db_->prepare("INSERT INTO jobs (name, kind, model_dir, memory_bytes, max_attempts, "
-                   "priority, spec_path, settings, created_at) VALUES (?,?,?,?,?,?,?,?,?)"));
+      Stmt j, db_->prepare("INSERT INTO jobs (name, kind, model_dir, memory_bytes, max_attempts, "
+                           "priority, spec_path, settings, created_at, shard, submission) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?,?)"));
   j.bind(1, job.name).bind(2, job.kind).bind(3, job.model_dir);
   if (job.memory_bytes)
     j.bind(4, static_cast<int64_t>(*job.memory_bytes));
@@ -309,6 +316,10 @@ Result<int64_t> JobStore::submit(const NewJob& job) {
       .bind(7, job.spec_path)
       .bind(8, job.settings_json)
       .bind(9, now);
+  if (shard)
+    j.bind(10, *shard).bind(11, *digest);
+  else
+    j.bind_null(10).bind_null(11);
   NJ_RETURN_IF_ERROR(j.run());
   const int64_t job_id = db_->last_insert_rowid();
 
@@ -329,10 +340,9 @@ Result<int64_t> JobStore::submit(const NewJob& job) {
       return s;
     }
   }
-  NJ_RETURN_IF_ERROR(
-      insert_event(*db_, now, job_id, std::nullopt, "submitted",
-                   nlohmann::json{{"items", job.items.size()}, {"spec", job.spec_path}}.dump()));
-  NJ_RETURN_IF_ERROR(txn->commit());
+  nlohmann::json detail = {{"items", job.items.size()}, {"spec", job.spec_path}};
+  if (shard) detail["shard"] = *shard;
+  NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, std::nullopt, "submitted", detail.dump()));
   return job_id;
 }
 

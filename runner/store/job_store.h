@@ -5,7 +5,7 @@
 //
 //   schema_version(version)                         one row: the last applied migration
 //   jobs(id, name, kind, model_dir, memory_bytes, max_attempts, priority, spec_path,
-//        settings, created_at)
+//        settings, created_at, shard, submission)
 //   items(id, job_id, seq, custom_id, input_text, prompt_ids, params, state, attempts,
 //         claims, lease_owner, lease_expires, tokens_done, prefill_s, decode_s,
 //         last_error, started_at, finished_at,
@@ -40,12 +40,9 @@
 
 #include "engine/model/logprobs.h"
 #include "engine/util/status.h"
+#include "runner/store/sqlite.h"
 
 namespace nj::runner {
-
-namespace sql {
-class Db;
-}
 
 enum class ItemState { kQueued, kRunning, kDone, kFailed, kCancelled };
 const char* item_state_name(ItemState s);
@@ -68,6 +65,12 @@ struct NewJob {
   std::string spec_path;
   std::string settings_json;
   std::vector<NewItem> items;
+};
+
+// What submit_shard did: queued the job, or found it already queued by an earlier call.
+struct ShardSubmit {
+  int64_t job_id = 0;
+  bool created = false;
 };
 
 struct JobRow {
@@ -205,6 +208,10 @@ struct StoreOptions {
   // PRAGMA quick_check on open: finds a damaged file before work is written into it. Cost is
   // linear in the file size (a second per few hundred MB); heartbeat connections skip it.
   bool quick_check = true;
+  // The journal of a store this open creates (an existing store keeps its own; sqlite.h
+  // Journal). WAL unless the store lives on a filesystem shared between hosts (a Slurm
+  // task's home), where only a rollback journal is safe.
+  sql::Journal journal = sql::Journal::kWal;
   // Wall-clock seconds since the epoch; leases compare clocks of several processes.
   // Tests substitute their own.
   std::function<double()> clock;
@@ -231,6 +238,13 @@ class JobStore {
   // Inserts the job and all its items in one transaction: all or nothing. Returns the job id.
   // FailedPrecondition naming the custom_id on a duplicate id.
   Result<int64_t> submit(const NewJob& job);
+
+  // Submits `job` as shard `shard` ("I/N", jobs/shard.h) of an array, at most once
+  // (shard_submit.cpp): when the store already holds a shard of a job of this name with the
+  // same digest (job_digest), it writes nothing and returns that job. FailedPrecondition
+  // naming both when it holds another shard or another digest under the name (a changed
+  // spec, or another --tasks count). Atomic like submit.
+  Result<ShardSubmit> submit_shard(const NewJob& job, const std::string& shard);
 
   Result<std::vector<JobSummary>> list_jobs();
   Result<JobSummary> job_summary(int64_t job_id);
@@ -302,6 +316,9 @@ class JobStore {
  private:
   JobStore(std::unique_ptr<sql::Db> db, StoreOptions options);
   Status migrate(bool create);
+  // The INSERTs of submit, inside the caller's transaction.
+  Result<int64_t> insert_job(const NewJob& job, double now, const std::string* shard,
+                             const std::string* digest);
   Result<bool> write_progress(int64_t item_id, const std::string& owner, const Progress& progress,
                               double lease_s);
 
@@ -310,6 +327,9 @@ class JobStore {
   int schema_version_ = 0;
   double lease_s_ = 0;  // the lease length of the last claim (extended with each write)
 };
+
+// A digest of what `job` queues (migration 003: everything but spec_path), 16 hex digits.
+std::string job_digest(const NewJob& job);
 
 // Token ids <-> the int32 little-endian blobs stored in items.prompt_ids and results.output_ids.
 std::vector<uint8_t> ids_to_blob(std::span<const int32_t> ids);
