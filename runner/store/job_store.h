@@ -328,7 +328,7 @@ class JobStore {
   double lease_s_ = 0;  // the lease length of the last claim (extended with each write)
 };
 
-// A digest of what `job` queues (migration 003: everything but spec_path), 16 hex digits.
+// A digest of what `job` queues (migration 004: everything but spec_path), 16 hex digits.
 std::string job_digest(const NewJob& job);
 
 // Token ids <-> the int32 little-endian blobs stored in items.prompt_ids and results.output_ids.

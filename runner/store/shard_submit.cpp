@@ -1,5 +1,5 @@
 // JobStore::submit_shard: a shard of an array job, queued at most once per home (migration
-// 003), so that an array task that runs again (requeued, preempted, resubmitted) resumes
+// 004), so that an array task that runs again (requeued, preempted, resubmitted) resumes
 // the job it queued the first time instead of queueing it twice.
 #include <cinttypes>
 #include <cstdio>

@@ -1,4 +1,4 @@
--- Migration 3: jobs submitted as one shard of a Slurm array (`nightjar submit --shard I/N`).
+-- Migration 4: jobs submitted as one shard of a Slurm array (`nightjar submit --shard I/N`).
 --   shard       "I/N" for a shard submit, NULL for a whole job
 --   submission  for a shard submit: a digest of what was queued (name, kind, model, budget,
 --               attempts, priority, settings and every item's id, input and parameters; not
