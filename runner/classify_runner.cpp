@@ -54,7 +54,7 @@ class ClassifyRun {
   PrefixStates prefixes_;
   std::string label_;
   jobs::ClassifySettings settings_;
-  std::unique_ptr<Session> session_;
+  std::unique_ptr<ItemSession> session_;
   EngineUsage usage_;  // the item's engine work
   double prefill_s_ = 0, decode_s_ = 0;
   std::string engine_error_;
@@ -87,7 +87,7 @@ Result<ClassifyRun::Step> ClassifyRun::feed_chunked(std::span<const int32_t> ids
 }
 
 Result<ClassifyRun::Step> ClassifyRun::prefix() {
-  session_ = std::make_unique<Session>(env_.model, SessionOptions{env_.options.prefill_chunk});
+  session_ = std::make_unique<ItemSession>(env_.passes, env_.options.prefill_chunk);
   const std::vector<int32_t>& ids = settings_.prefix_ids;
   if (ids.empty()) {
     prefix_source_ = "none";
@@ -98,6 +98,22 @@ Result<ClassifyRun::Step> ClassifyRun::prefix() {
     return feed_chunked(ids, usage_, prefill_s_, "prefix");
   }
   const int64_t job = claim_.job.id;
+  // Another item of this batch is loading or prefilling the prefix: its passes go on while
+  // this one waits, then this one finds the saved state.
+  while (env_.prefix_gate.busy(job)) {
+    if (Status s = session_->skip_pass(); !s.ok()) {
+      engine_error_ = s.message();
+      return Step::kEngineError;
+    }
+    if (env_.lease.lost()) return Step::kLost;
+    if (env_.stop.reason()) return Step::kStopped;
+  }
+  env_.prefix_gate.enter(job);
+  struct Leave {
+    PrefixGate& gate;
+    int64_t job;
+    ~Leave() { gate.leave(job); }
+  } leave{env_.prefix_gate, job};
   auto t0 = Clock::now();
   auto loaded = prefixes_.load(job, env_.model, ids);
   if (!loaded.ok()) {

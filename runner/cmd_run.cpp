@@ -46,7 +46,13 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
                   "Exit after this many items finished (done or failed)")
       ->check(CLI::PositiveNumber);
   add_compute_options(*sub, a->compute);
-  sub->add_option("--prefill-chunk", a->sched.prefill_chunk, "Tokens per prefill pass")->capture_default_str()
+  sub->add_option("--prefill-chunk", a->sched.prefill_chunk, "Tokens per prefill pass")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option(
+         "--batch", a->sched.batch,
+         "Items per pass over the weights (default: the largest batch the job's memory budget "
+         "holds, 16 when everything is resident); each item's output is what it would be alone")
       ->check(CLI::PositiveNumber);
   sub->add_option("--io-threads", a->sched.io_threads,
                   "Reads in flight when a job's memory budget streams (default 8)")

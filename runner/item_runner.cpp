@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
@@ -92,14 +93,14 @@ class ItemRun {
   std::string label_;
   jobs::GenerateParams params_;
   std::vector<int32_t> prompt_;
-  std::vector<int32_t> output_;  // stored tokens, then this attempt's
-  int64_t stored_ = 0;           // output_[0, stored_) is in the store
+  std::vector<int32_t> output_;                   // stored tokens, then this attempt's
+  int64_t stored_ = 0;                            // output_[0, stored_) is in the store
   std::vector<TokenLogprobs> pending_logprobs_;   // of output_[stored_, end) (if asked for)
   std::unique_ptr<jobs::ChatReplyReader> reply_;  // chat items: reads the output so far
   int64_t generated_now_ = 0;
   double prefill_s_ = 0, decode_s_ = 0;  // engine time not yet recorded in the store
   EngineUsage usage_;                    // engine work not yet recorded in the store
-  std::unique_ptr<Session> session_;
+  std::unique_ptr<ItemSession> session_;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<ItemCheckpointWriter> writer_;
   int32_t eos_ = -1;                  // the token that ends the output (-1: none)
@@ -123,7 +124,7 @@ Status ItemRun::read_chat_reply_so_far() {
 }
 
 void ItemRun::fresh_session() {
-  session_ = std::make_unique<Session>(env_.model, SessionOptions{env_.options.prefill_chunk});
+  session_ = std::make_unique<ItemSession>(env_.passes, env_.options.prefill_chunk);
   sampler_ = std::make_unique<Sampler>(params_.sampling);
 }
 
@@ -462,18 +463,16 @@ Result<ItemReport> ItemRun::run() {
 
 }  // namespace
 
-Status feed_counted(Session& session, std::span<const int32_t> ids, std::vector<float>* rows,
+Status feed_counted(ItemSession& session, std::span<const int32_t> ids, std::vector<float>* rows,
                     bool decode, EngineUsage& usage) {
-  WeightSource& weights = session.model().weights();
-  const ForwardStats before = session.stats();
-  const WeightStats wbefore = weights.stats();
+  const SequenceUsage before = session.usage();
   Status s = session.feed(ids, rows);
-  const ForwardStats& after = session.stats();
-  const WeightStats wafter = weights.stats();
+  const SequenceUsage& after = session.usage();
   usage.io_wait_s += after.wait_s - before.wait_s;
   usage.compute_s += after.compute_s - before.compute_s;
-  usage.bytes_read += weight_bytes_read(wafter) - weight_bytes_read(wbefore);
+  usage.bytes_read += static_cast<uint64_t>(std::llround(after.bytes_read - before.bytes_read));
   usage.tokens_fed += static_cast<int64_t>(after.tokens - before.tokens);
+  usage.max_batch = std::max<int64_t>(usage.max_batch, after.max_batch);
   if (decode) ++usage.decode_steps;
   return s;
 }

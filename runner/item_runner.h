@@ -26,9 +26,10 @@
 #include <string>
 
 #include "engine/model/model.h"
-#include "engine/model/session.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "runner/lease_keeper.h"
+#include "runner/pass_group.h"
+#include "runner/prefix_states.h"
 #include "runner/progress.h"
 #include "runner/state_checkpoints.h"
 #include "runner/stop.h"
@@ -79,13 +80,17 @@ struct ItemEnv {
   const ItemRunOptions& options;
   const std::string& owner;
   const StopControl& stop;
-  const LeaseKeeper& lease;
+  const ItemLease& lease;
+  PassGroup& passes;        // the passes this item's tokens share with the rest of its batch
+  PrefixGate& prefix_gate;  // classify: one item of the batch at a time loads/prefills a prefix
   ProgressReporter& progress;
 };
 
-// session.feed(ids, rows), adding what the engine did to `usage`: engine time, weight bytes
-// read, tokens consumed, and one decode step when `decode`. Returns the feed's status.
-Status feed_counted(Session& session, std::span<const int32_t> ids, std::vector<float>* rows,
+// session.feed(ids, rows), adding the item's share of what the engine did to `usage`:
+// engine time, weight bytes read (its share of each pass, by its rows), tokens consumed, the
+// largest batch it shared a pass with, and one decode step when `decode`. Returns the
+// feed's status.
+Status feed_counted(ItemSession& session, std::span<const int32_t> ids, std::vector<float>* rows,
                     bool decode, EngineUsage& usage);
 
 // Runs the claimed item until it is done, stops, loses its lease or fails an attempt.

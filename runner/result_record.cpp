@@ -30,11 +30,9 @@ nlohmann::json result_record(const ItemRow& item, const std::optional<ResultRow>
   if (r && r->details_json) j["details"] = nlohmann::json::parse(*r->details_json, nullptr, false);
   j["timings"] = t;
   const EngineUsage& u = item.usage;
-  j["engine"] = {{"io_wait_s", u.io_wait_s},
-                 {"compute_s", u.compute_s},
-                 {"bytes_read", u.bytes_read},
-                 {"tokens_fed", u.tokens_fed},
-                 {"decode_steps", u.decode_steps}};
+  j["engine"] = {{"io_wait_s", u.io_wait_s},       {"compute_s", u.compute_s},
+                 {"bytes_read", u.bytes_read},     {"tokens_fed", u.tokens_fed},
+                 {"decode_steps", u.decode_steps}, {"max_batch", u.max_batch}};
   return j;
 }
 

@@ -30,7 +30,7 @@ const char* const kItemColumns =
     "i.claims, i.lease_owner, i.lease_expires, i.tokens_done, i.prefill_s, i.decode_s, "
     "i.last_error, "
     "i.started_at, i.finished_at, json_extract(i.params, '$.max_tokens'), "
-    "i.io_wait_s, i.compute_s, i.bytes_read, i.tokens_fed, i.decode_steps";
+    "i.io_wait_s, i.compute_s, i.bytes_read, i.tokens_fed, i.decode_steps, i.max_batch";
 
 JobRow read_job(const Stmt& s, int c) {
   JobRow j;
@@ -74,6 +74,7 @@ ItemRow read_item(const Stmt& s, int c) {
   i.usage.bytes_read = static_cast<uint64_t>(s.int64(c + 21));
   i.usage.tokens_fed = s.int64(c + 22);
   i.usage.decode_steps = s.int64(c + 23);
+  i.usage.max_batch = s.int64(c + 24);
   return i;
 }
 

@@ -30,10 +30,12 @@
 // second JobStore for another thread). Many processes may open the same file.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -94,12 +96,14 @@ struct EngineUsage {
   uint64_t bytes_read = 0;   // weight bytes read from disk
   int64_t tokens_fed = 0;    // tokens consumed (prompt, replays, decode inputs)
   int64_t decode_steps = 0;  // single-token passes after the prompt
+  int64_t max_batch = 0;     // the most sequences that shared a pass with it (005_max_batch.sql)
   EngineUsage& operator+=(const EngineUsage& o) {
     io_wait_s += o.io_wait_s;
     compute_s += o.compute_s;
     bytes_read += o.bytes_read;
     tokens_fed += o.tokens_fed;
     decode_steps += o.decode_steps;
+    max_batch = std::max(max_batch, o.max_batch);
     return *this;
   }
 };
@@ -168,6 +172,20 @@ struct EventRow {
 };
 
 // What `run` receives with a claimed item: everything it needs to resume.
+// What a run that already holds items may claim next.
+struct ClaimFilter {
+  std::set<int64_t> held;  // items this process holds now (their leases are not stale)
+  // Only items whose job runs this model directory with this budget (0: resident), so that
+  // they can share the passes of the items held.
+  struct Model {
+    std::string dir;
+    uint64_t memory_bytes = 0;
+    int64_t max_context = 0;  // the positions its plan holds: jobs recorded as needing more wait
+    std::string kind;         // the states a sequence keeps differ by kind (classify: 2)
+  };
+  std::optional<Model> model;
+};
+
 struct Claim {
   JobRow job;
   ItemRow item;
@@ -278,14 +296,18 @@ class JobStore {
   // cancelled or its lease reclaimed).
 
   // In one BEGIN IMMEDIATE transaction: reclaims stale leases (expired, or whose owner
-  // `alive` says is dead) with attempts + 1, failing items that reach max_attempts; then
-  // takes the next queued item (job priority, then job id, then spec order) with a lease of
-  // `lease_s` seconds. nullopt when nothing is queued.
+  // `alive` says is dead, or held in `owner`'s name but not in `filter.held`) with
+  // attempts + 1, failing items that reach max_attempts; then takes the next queued item
+  // (job priority, then job id, then spec order) whose job runs `filter.model` when given,
+  // with a lease of `lease_s` seconds. nullopt when nothing (matching) is queued.
   Result<std::optional<Claim>> claim_next(const std::string& owner, double lease_s,
-                                          const OwnerAliveFn& alive);
+                                          const OwnerAliveFn& alive,
+                                          const ClaimFilter& filter = {});
 
-  // Extends the lease to now + lease_s.
-  Result<bool> heartbeat(int64_t item_id, const std::string& owner, double lease_s);
+  // Extends the leases of `items` to now + lease_s, in one transaction. Returns the items
+  // whose lease is no longer ours (cancelled, reclaimed, finished).
+  Result<std::vector<int64_t>> heartbeat(const std::vector<int64_t>& items,
+                                         const std::string& owner, double lease_s);
 
   // Stores output tokens (grouped commit, synchronous=NORMAL).
   Result<bool> append_tokens(int64_t item_id, const std::string& owner, const Progress& progress);

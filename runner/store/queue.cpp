@@ -28,12 +28,14 @@ struct RunningItem {
 }  // namespace
 
 Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, double lease_s,
-                                                  const OwnerAliveFn& alive) {
+                                                  const OwnerAliveFn& alive,
+                                                  const ClaimFilter& filter) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   const double now = clock_();
 
   // 1. Reclaim stale leases: expired, or held by a process that no longer exists. A lease in
-  // our own name is stale too: this process works on one item at a time and is claiming now.
+  // our own name is stale too unless this process says it holds the item now (an earlier,
+  // unfinished attempt of this process: a run that ended on a store error, say).
   std::vector<RunningItem> running;
   {
     NJ_ASSIGN_OR_RETURN(
@@ -49,6 +51,7 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
   }
   for (const RunningItem& r : running) {
     std::string why;
+    if (r.owner == owner && filter.held.count(r.id)) continue;
     if (r.owner == owner)
       why = "this process (" + owner + ") held the lease from an earlier, unfinished attempt";
     else if (!alive(r.owner))
@@ -77,8 +80,19 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
   // 2. The next queued item: job priority, then FIFO by job, then spec order.
   NJ_ASSIGN_OR_RETURN(
       Stmt pick,
-      db_->prepare("SELECT i.id FROM items i JOIN jobs j ON j.id = i.job_id "
-                   "WHERE i.state = 'queued' ORDER BY j.priority DESC, j.id, i.seq LIMIT 1"));
+      db_->prepare(
+          std::string(
+              "SELECT i.id FROM items i JOIN jobs j ON j.id = i.job_id WHERE i.state = 'queued' ") +
+          (filter.model ? "AND j.model_dir = ? AND coalesce(j.memory_bytes, 0) = ? "
+                          "AND coalesce(json_extract(j.settings, '$.max_context'), 0) <= ? "
+                          "AND j.kind = ? "
+                        : "") +
+          "ORDER BY j.priority DESC, j.id, i.seq LIMIT 1"));
+  if (filter.model)
+    pick.bind(1, filter.model->dir)
+        .bind(2, static_cast<int64_t>(filter.model->memory_bytes))
+        .bind(3, filter.model->max_context)
+        .bind(4, filter.model->kind);
   NJ_ASSIGN_OR_RETURN(bool found, pick.step());
   if (!found) {
     NJ_RETURN_IF_ERROR(txn->commit());
@@ -123,13 +137,20 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
   return std::optional<Claim>(std::move(claim));
 }
 
-Result<bool> JobStore::heartbeat(int64_t item_id, const std::string& owner, double lease_s) {
-  NJ_RETURN_IF_ERROR(db_->set_sync(Sync::kNormal));
-  NJ_ASSIGN_OR_RETURN(
-      Stmt s, db_->prepare("UPDATE items SET lease_expires = ? WHERE id = ? AND lease_owner = ? "
-                           "AND state = 'running'"));
-  NJ_RETURN_IF_ERROR(s.bind(1, clock_() + lease_s).bind(2, item_id).bind(3, owner).run());
-  return db_->changes() == 1;
+Result<std::vector<int64_t>> JobStore::heartbeat(const std::vector<int64_t>& items,
+                                                 const std::string& owner, double lease_s) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kNormal));
+  const double until = clock_() + lease_s;
+  std::vector<int64_t> gone;
+  for (int64_t item_id : items) {
+    NJ_ASSIGN_OR_RETURN(
+        Stmt s, db_->prepare("UPDATE items SET lease_expires = ? WHERE id = ? AND lease_owner = ? "
+                             "AND state = 'running'"));
+    NJ_RETURN_IF_ERROR(s.bind(1, until).bind(2, item_id).bind(3, owner).run());
+    if (db_->changes() != 1) gone.push_back(item_id);
+  }
+  NJ_RETURN_IF_ERROR(txn->commit());
+  return gone;
 }
 
 // Inside a transaction: checks the lease, extends it, and stores the progress. False when
@@ -146,14 +167,14 @@ Result<bool> JobStore::write_progress(int64_t item_id, const std::string& owner,
                            "prefill_s = prefill_s + ?, decode_s = decode_s + ?, "
                            "io_wait_s = io_wait_s + ?, compute_s = compute_s + ?, "
                            "bytes_read = bytes_read + ?, tokens_fed = tokens_fed + ?, "
-                           "decode_steps = decode_steps + ? "
+                           "decode_steps = decode_steps + ?, max_batch = max(max_batch, ?) "
                            "WHERE id = ? AND lease_owner = ? AND state = 'running' "
                            "AND tokens_done = ?"));
   u.bind(1, clock_() + lease_s).bind(2, n).bind(3, p.prefill_s).bind(4, p.decode_s);
   u.bind(5, p.usage.io_wait_s).bind(6, p.usage.compute_s);
   u.bind(7, static_cast<int64_t>(p.usage.bytes_read)).bind(8, p.usage.tokens_fed);
-  u.bind(9, p.usage.decode_steps);
-  NJ_RETURN_IF_ERROR(u.bind(10, item_id).bind(11, owner).bind(12, p.first_pos).run());
+  u.bind(9, p.usage.decode_steps).bind(10, p.usage.max_batch);
+  NJ_RETURN_IF_ERROR(u.bind(11, item_id).bind(12, owner).bind(13, p.first_pos).run());
   if (db_->changes() != 1) {
     NJ_ASSIGN_OR_RETURN(
         Stmt q, db_->prepare("SELECT state, coalesce(lease_owner, ''), tokens_done FROM items "

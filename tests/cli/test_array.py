@@ -235,11 +235,14 @@ class Array(unittest.TestCase):
         self.assertEqual(task.returncode, 143, log)
         self.assertIn("stopped by a signal: checkpointed", log)
         self.assertFalse(os.path.exists(os.path.join(out, "results", "task-0.jsonl")))
-        self.assertEqual(len(home.events("released")), 1, log)
+        # The run holds its items in one batch: every one it had started is put back.
+        started = home.query("SELECT count(*) FROM items WHERE tokens_done > 0")[0][0]
+        self.assertGreaterEqual(started, 1)
+        self.assertEqual(len(home.events("released")), started, log)
         p = self.run_task(out, 0)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         resumed = home.events("resumed")
-        self.assertEqual([(e[2]["from"], e[2]["replayed_tokens"]) for e in resumed], [("checkpoint", 0)])
+        self.assertEqual([(e[2]["from"], e[2]["replayed_tokens"]) for e in resumed], [("checkpoint", 0)] * started)
         merged = self.nj("merge", out)
         self.assertEqual(merged.returncode, 0, merged.stderr)
         ref = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "ref"))
