@@ -2,6 +2,7 @@
 //   kernel_bench [--threads N] [--rounds N] [--only matvec|tokens]
 //                [--mb SIZE_MB] [--cols N (default 7168, K3's hidden)]
 //                [--rows N (default 4096)] [--tokens T,T,... (default 1,8,64,512)]
+//                [--formats bf16,mxfp4,f32 (default all three)]
 // Two tables, each with the thread count in its heading:
 //  * matvec: one token row against a matrix of --mb MB (far larger than the caches), as a
 //    fraction of the memory bandwidth probe (issue 3's target: BF16 and MXFP4 >= 60 % of the
@@ -20,6 +21,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -37,8 +39,8 @@ using namespace nj;
 
 namespace {
 
-constexpr ops::MatFormat kFormats[] = {ops::MatFormat::kBF16, ops::MatFormat::kMxfp4,
-                                       ops::MatFormat::kF32};
+std::vector<ops::MatFormat> g_formats = {ops::MatFormat::kBF16, ops::MatFormat::kMxfp4,
+                                         ops::MatFormat::kF32};
 
 struct Matrix {
   ops::MatRef ref;
@@ -111,7 +113,7 @@ void matvec_table(int threads, int rounds, size_t mb, int cols) {
   std::printf("%-6s %-7s %10s %11s %11s %9s %12s\n", "format", "simd", "ms/matvec", "kernel GB/s",
               "probe GB/s", "ratio", "ratio range");
   MemoryProbe probe(mb << 20, threads);
-  for (ops::MatFormat f : kFormats) {
+  for (ops::MatFormat f : g_formats) {
     Matrix m = make_matrix(f, cols, 0, mb << 20);
     std::vector<float> xin(cols, 0.5f), y(static_cast<size_t>(m.ref.rows));
     for (SimdLevel level : simd_levels(true)) {
@@ -152,7 +154,7 @@ void tokens_table(int threads, int rounds, int rows, int cols, const std::vector
     v = static_cast<float>(s >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f;
   }
   std::vector<float> Y(static_cast<size_t>(max_t) * static_cast<size_t>(rows));
-  for (ops::MatFormat f : kFormats) {
+  for (ops::MatFormat f : g_formats) {
     Matrix m = make_matrix(f, cols, rows, 0);
     for (SimdLevel level : simd_levels(false)) {
       if (!force_simd_level(level).ok()) continue;
@@ -217,14 +219,24 @@ int main(int argc, char** argv) {
       tokens = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--only"))
       only = argv[i + 1];
-    else {
+    else if (!std::strcmp(argv[i], "--formats")) {
+      g_formats.clear();
+      for (ops::MatFormat f :
+           {ops::MatFormat::kBF16, ops::MatFormat::kMxfp4, ops::MatFormat::kF32}) {
+        std::string name = ops::mat_format_name(f);
+        for (char& ch : name) ch = static_cast<char>(std::tolower(ch));
+        if (std::strstr(argv[i + 1], name.c_str())) g_formats.push_back(f);
+      }
+    } else {
       std::fprintf(stderr, "kernel_bench: unknown option %s\n", argv[i]);
       return 2;
     }
   }
-  if (tokens.empty() || *std::min_element(tokens.begin(), tokens.end()) < 1 ||
+  if (g_formats.empty() || tokens.empty() || *std::min_element(tokens.begin(), tokens.end()) < 1 ||
       (!only.empty() && only != "matvec" && only != "tokens")) {
-    std::fprintf(stderr, "kernel_bench: --tokens takes counts >= 1, --only matvec or tokens\n");
+    std::fprintf(stderr,
+                 "kernel_bench: --tokens takes counts >= 1, --only matvec or tokens, --formats "
+                 "some of bf16,mxfp4,f32\n");
     return 2;
   }
   omp_set_num_threads(threads);
