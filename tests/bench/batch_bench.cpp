@@ -3,17 +3,25 @@
 //       the same-run reference rates: FMA throughput (GFLOP/s, the active SIMD level's
 //       widest FMA on N threads), memory read bandwidth (GB/s), and the disk's cold
 //       O_DIRECT read rate on PATH (a model shard), as one JSON object
-//   batch_bench run --model DIR --batch B [--memory SIZE] [--steps N] [--prompt-len P]
-//       one configuration, as one JSON object: the plan's prediction for the batch, and the
-//       measured median time per decode step, aggregate tokens/s, bytes read per token,
-//       distinct experts per layer per pass, plus the step's FLOPs and the bytes its
-//       kernels touch (for a roofline against the probes)
+//   batch_bench run --model DIR --batch B[,B...] [--memory SIZE] [--steps N] [--prompt-len P]
+//                   [--probe-steps 1]
+//       one configuration per batch size (the model opened once, planned for the largest), each
+//       as one JSON object on its own line: the plan's prediction for the batch, and the
+//       measured median time per decode step (wall, and CPU time of the process), aggregate
+//       tokens/s, bytes read per token, distinct experts per layer per pass, plus the step's
+//       FLOPs and the bytes its kernels touch (for a roofline against the probes). With
+//       --probe-steps 1, one FMA probe pass and one memory probe pass run before every timed
+//       step, and `step_probes` gives their medians, as wall rates and as rates per CPU-second
+//       of the process: on a host whose other processes take CPU time from the run, the ratio
+//       of a step's CPU time to the CPU time the probes would need for its work says what the
+//       threads did while they ran, where wall-clock ratios follow the scheduling.
 // tests/bench/run_batch_bench.sh runs the configurations of issue 13 and prints the table.
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -84,27 +92,10 @@ Flops count_flops(const ModelLayout& layout) {
   return f;
 }
 
-int run(int argc, char** argv) {
-  const std::string dir = arg(argc, argv, "--model", "");
-  if (dir.empty()) die("--model DIR is required");
-  const int batch = std::atoi(arg(argc, argv, "--batch", "1").c_str());
-  const int steps = std::atoi(arg(argc, argv, "--steps", "8").c_str());
-  const int prompt_len = std::atoi(arg(argc, argv, "--prompt-len", "4").c_str());
-  const std::string memory = arg(argc, argv, "--memory", "");
-  ModelOptions o;
-  if (!memory.empty()) {
-    auto b = parse_bytes(memory);
-    if (!b.ok()) die(b.status().to_string());
-    o.memory_bytes = *b;
-  }
-  o.plan.batch = batch;
-  o.plan.prefill_chunk = std::max(1, prompt_len);
-  o.plan.max_context = prompt_len + steps + 1;
-  const double t_open = bench::now_s();
-  auto model = Model::open(dir, o);
-  if (!model.ok()) die(model.status().to_string());
-  const double open_s = bench::now_s() - t_open;
-  Model& m = **model;
+// Prefills `batch` sequences in one pass, then times `steps` - 1 decode steps (greedy) and
+// prints one JSON object.
+void measure(Model& m, const ModelOptions& o, int batch, int steps, int prompt_len,
+             bool probe_steps, double open_s) {
   const ModelConfig& c = m.config();
   const ResidencyPlan& plan = m.plan();
   const ActivationShape shape = planned_activation_shape(m.plan_options());
@@ -122,19 +113,42 @@ int run(int argc, char** argv) {
         SeqStep{&states[static_cast<size_t>(i)], ids[static_cast<size_t>(i)]};
   }
   if (Status s = forward.run(pass); !s.ok()) die(s.to_string());
-  std::vector<double> step_s, distinct;
+  std::vector<double> step_s, step_cpu_s, distinct;
+  std::vector<double> fma_wall, fma_cpu, mem_wall, mem_cpu;  // probe rates per step
+  const SimdLevel level = active_simd_level();
+  const int threads = omp_get_max_threads();
+  std::unique_ptr<bench::FmaProbe> fma;
+  std::unique_ptr<MemoryProbe> mem;
+  if (probe_steps) {
+    if (level < SimdLevel::kAvx2) die("--probe-steps needs AVX2 or AVX-512 for the FMA probe");
+    fma = std::make_unique<bench::FmaProbe>(level, threads);
+    mem = std::make_unique<MemoryProbe>(256ull << 20, threads);
+  }
+  // One pass of a probe: its wall rate, and its rate per CPU-second of the process.
+  auto probe_pass = [](auto&& measure, std::vector<double>& wall, std::vector<double>& cpu) {
+    const double c0 = bench::cpu_s(), w0 = bench::now_s();
+    const double rate = measure();
+    const double dc = bench::cpu_s() - c0, dw = bench::now_s() - w0;
+    wall.push_back(rate);
+    cpu.push_back(rate * dw / dc);
+  };
   double bytes = 0, tokens = 0;
   for (int k = 0; k < steps; ++k) {
     for (int i = 0; i < batch; ++i) {
       ids[static_cast<size_t>(i)] = {argmax(states[static_cast<size_t>(i)].last_logits)};
       pass[static_cast<size_t>(i)].ids = ids[static_cast<size_t>(i)];
     }
-    const double t0 = bench::now_s();
+    if (probe_steps && k > 0) {
+      probe_pass([&] { return fma->measure_once(); }, fma_wall, fma_cpu);
+      probe_pass([&] { return mem->measure_once(); }, mem_wall, mem_cpu);
+    }
+    const double c0 = bench::cpu_s(), t0 = bench::now_s();
     if (Status s = forward.run(pass); !s.ok()) die(s.to_string());
-    const double dt = bench::now_s() - t0;
+    const double dt = bench::now_s() - t0, dc = bench::cpu_s() - c0;
     const PassStats& p = forward.last_pass();
     if (k == 0) continue;  // the first step after the prefill warms the ring and the cache
     step_s.push_back(dt);
+    step_cpu_s.push_back(dc);
     bytes += static_cast<double>(p.bytes_read());
     tokens += batch;
     double d = 0;
@@ -155,8 +169,10 @@ int run(int argc, char** argv) {
   const double step = bench::median(step_s);
   nlohmann::json j;
   j["batch"] = batch;
+  j["plan_batch"] = o.plan.batch;  // the batch the model was opened and planned for
   j["memory_bytes"] = o.memory_bytes;
-  j["threads"] = omp_get_max_threads();
+  j["threads"] = threads;
+  j["simd"] = simd_level_name(level);
   j["open_s"] = open_s;
   j["plan"] = {{"min_memory_bytes", plan.min_memory_bytes},
                {"max_batch", plan.max_batch},
@@ -167,7 +183,13 @@ int run(int argc, char** argv) {
                {"predicted_distinct_experts", plan.predicted_distinct_experts},
                {"bandwidth_gbps", plan.bandwidth_gbps}};
   j["step_s"] = step;
+  j["step_cpu_s"] = bench::median(step_cpu_s);
   j["steps_timed"] = step_s.size();
+  if (probe_steps)
+    j["step_probes"] = {{"fma_gflops", bench::median(fma_wall)},
+                        {"fma_gflops_per_cpu_s", bench::median(fma_cpu)},
+                        {"mem_gbps", bench::median(mem_wall)},
+                        {"mem_gbps_per_cpu_s", bench::median(mem_cpu)}};
   j["tokens_per_s"] = batch / step;
   j["bytes_per_token"] = tokens > 0 ? bytes / tokens : 0.0;
   j["bytes_per_step"] = bytes / static_cast<double>(step_s.size());
@@ -178,6 +200,40 @@ int run(int argc, char** argv) {
   j["bytes_touched_per_step"] = static_cast<double>(trunk_bytes) +
                                 dist * moe_layers * static_cast<double>(m.layout().expert_bytes());
   std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
+}
+
+int run(int argc, char** argv) {
+  const std::string dir = arg(argc, argv, "--model", "");
+  if (dir.empty()) die("--model DIR is required");
+  // --batch B or a list B,B,...: the model is opened once, planned for the largest.
+  std::vector<int> batches;
+  const std::string list = arg(argc, argv, "--batch", "1");
+  for (size_t i = 0; i < list.size();) {
+    batches.push_back(std::atoi(list.c_str() + i));
+    i = list.find(',', i);
+    if (i == std::string::npos) break;
+    ++i;
+  }
+  if (*std::min_element(batches.begin(), batches.end()) < 1) die("--batch takes counts >= 1");
+  const int steps = std::atoi(arg(argc, argv, "--steps", "8").c_str());
+  const int prompt_len = std::atoi(arg(argc, argv, "--prompt-len", "4").c_str());
+  const std::string memory = arg(argc, argv, "--memory", "");
+  const bool probe_steps = arg(argc, argv, "--probe-steps", "0") == "1";
+  ModelOptions o;
+  if (!memory.empty()) {
+    auto b = parse_bytes(memory);
+    if (!b.ok()) die(b.status().to_string());
+    o.memory_bytes = *b;
+  }
+  o.plan.batch = *std::max_element(batches.begin(), batches.end());
+  o.plan.prefill_chunk = std::max(1, prompt_len);
+  o.plan.max_context = prompt_len + steps + 1;
+  const double t_open = bench::now_s();
+  auto model = Model::open(dir, o);
+  if (!model.ok()) die(model.status().to_string());
+  const double open_s = bench::now_s() - t_open;
+  for (int batch : batches) measure(**model, o, batch, steps, prompt_len, probe_steps, open_s);
   return 0;
 }
 
