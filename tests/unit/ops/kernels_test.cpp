@@ -211,7 +211,7 @@ TEST_CASE("matmul over many token rows equals the per-row reference bit for bit 
         f == MatFormat::kMxfp4 ? std::vector<int>{128, 160, 4000} : std::vector<int>{48, 100, 2100};
     for (int cols : col_counts) {
       TestMatrix m = make_matrix(f, rows, cols, rng);
-      for (int T : {1, 3, 7, 17, 65, 133}) {
+      for (int T : {1, 2, 3, 5, 7, 17, 65, 133}) {
         auto X = random_vec(static_cast<size_t>(T) * cols, rng);
         const std::vector<float> Xa = arranged(f, X, T, static_cast<size_t>(cols), cols);
         std::vector<float> ref(static_cast<size_t>(T) * rows);
@@ -259,7 +259,7 @@ TEST_CASE(
   for (MatFormat f : {MatFormat::kF32, MatFormat::kBF16, MatFormat::kMxfp4}) {
     const int cols = f == MatFormat::kMxfp4 ? 288 : 264;
     TestMatrix m = make_matrix(f, rows, cols, rng);
-    for (int T : {1, 7, 17, 65}) {
+    for (int T : {1, 5, 7, 17, 65}) {
       const size_t xs = static_cast<size_t>(cols) + 5, ys = rows + 3;
       auto X = random_vec(static_cast<size_t>(T) * xs, rng);
       const std::vector<float> Xa = arranged(f, X, T, xs, cols);
