@@ -1,6 +1,8 @@
 // Run-time SIMD detection and the process-wide active level.
 #include "engine/ops/cpu.h"
 
+#include <cpuid.h>
+
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
@@ -10,6 +12,13 @@ namespace nj {
 namespace {
 
 std::atomic<int> g_active{-1};
+
+// CPUID.1:ECX.F16C. Clang's __builtin_cpu_supports does not know "f16c" (GCC's does); the
+// AVX check beside it already covers the OS's register state.
+bool has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
 
 SimdLevel initial_level() {
   SimdLevel best = detect_simd_level();
@@ -49,8 +58,7 @@ SimdLevel detect_simd_level() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
     return SimdLevel::kAvx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c"))
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
     return SimdLevel::kAvx2;
   return SimdLevel::kScalar;
 }
