@@ -55,11 +55,22 @@ Fixture* open_fixture() {
   return new Fixture{dir, std::move(index).value(), std::move(layout).value(), stats->pack_bytes};
 }
 
+Fixture* fixture() {
+  static Fixture* fx = open_fixture();  // lives for the process
+  return fx;
+}
+
 }  // namespace
+
+// The fixture is made before fuzzing starts (outside libFuzzer's per-input timeout).
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  fixture();
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace nj;
-  static Fixture* fx = open_fixture();  // lives for the process
+  Fixture* fx = fixture();
   const std::string manifest =
       fuzz::write_scratch(std::string("model/") + kPackManifest, fuzz::bytes(data, size));
   ModelLayout layout = fx->layout;
