@@ -25,8 +25,8 @@ SimdLevel initial_level() {
   if (const char* env = std::getenv("NIGHTJAR_SIMD"); env && *env) {
     auto forced = parse_simd_level(env);
     if (forced.ok() && *forced <= best) return *forced;
-    std::fprintf(stderr, "nightjar: ignoring NIGHTJAR_SIMD=%s (this CPU supports up to %s)\n",
-                 env, simd_level_name(best));
+    std::fprintf(stderr, "nightjar: ignoring NIGHTJAR_SIMD=%s (this CPU supports up to %s)\n", env,
+                 simd_level_name(best));
   }
   return best;
 }
@@ -35,9 +35,12 @@ SimdLevel initial_level() {
 
 const char* simd_level_name(SimdLevel level) {
   switch (level) {
-    case SimdLevel::kScalar: return "scalar";
-    case SimdLevel::kAvx2: return "avx2";
-    case SimdLevel::kAvx512: return "avx512";
+    case SimdLevel::kScalar:
+      return "scalar";
+    case SimdLevel::kAvx2:
+      return "avx2";
+    case SimdLevel::kAvx512:
+      return "avx512";
   }
   return "unknown";
 }
