@@ -13,10 +13,10 @@
 #include <string>
 
 #include "engine/io/env.h"
-#include "engine/model/checkpoint_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
 #include "engine/model/pack.h"
+#include "engine/model/tensor_index.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {
@@ -26,7 +26,7 @@ constexpr int64_t kFixedMtimeS = 1000000000;
 
 struct Fixture {
   std::string dir;
-  nj::CheckpointIndex index;
+  nj::TensorIndex index;
   nj::ModelLayout layout;
   uint64_t pack_bytes = 0;
 };
@@ -46,7 +46,7 @@ Fixture* open_fixture() {
   const std::string dir = fuzz::scratch_dir() + "/model";
   auto config = load_model_config(dir);
   if (!config.ok()) fuzz::fail(config.status().message());
-  auto index = CheckpointIndex::open(dir, 1);
+  auto index = TensorIndex::open(dir, 1);
   if (!index.ok()) fuzz::fail(index.status().message());
   auto layout = ModelLayout::build(*config, *index);
   if (!layout.ok()) fuzz::fail(layout.status().message());

@@ -1,16 +1,16 @@
-// Fuzzes the safetensors reader (engine/model/checkpoint_index.h): the input is a whole
+// Fuzzes the safetensors reader (engine/model/tensor_index.h): the input is a whole
 // shard, header length, JSON header and data. The index must refuse what is malformed with
 // an error naming the file, and what it accepts must keep its promise: every tensor lies in
 // its file, after the header, with exactly shape x dtype bytes, and is found by its name.
 #include <string>
 
-#include "engine/model/checkpoint_index.h"
+#include "engine/model/tensor_index.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace nj;
   const std::string path = fuzz::write_scratch("model.safetensors", fuzz::bytes(data, size));
-  auto index = CheckpointIndex::open_files({path}, 1);
+  auto index = TensorIndex::open_files({path}, 1);
   if (!index.ok()) {
     fuzz::note(index.status().message());
     fuzz::check(index.status().message().find(path) != std::string::npos,

@@ -1,11 +1,11 @@
-// Fuzzes model.safetensors.index.json (engine/model/checkpoint_index.h): the input is the
+// Fuzzes model.safetensors.index.json (engine/model/tensor_index.h): the input is the
 // index file of a model directory that holds two small valid shards. The index must refuse
 // what is malformed or inconsistent with the shards, naming a file; what it accepts must
 // index only tensors of the shards it names, each inside its file.
 #include <cstring>
 #include <string>
 
-#include "engine/model/checkpoint_index.h"
+#include "engine/model/tensor_index.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {
@@ -45,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace nj;
   const std::string& dir = model_dir();
   nj::fuzz::write_scratch("model/model.safetensors.index.json", fuzz::bytes(data, size));
-  auto index = CheckpointIndex::open(dir, 1);
+  auto index = TensorIndex::open(dir, 1);
   if (!index.ok()) {
     fuzz::note(index.status().message());
     fuzz::check(index.status().message().find(".safetensors") != std::string::npos,
