@@ -5,14 +5,19 @@
 #   deploy/install-deps.sh            the build, run and test dependencies
 #   deploy/install-deps.sh --slurm    also Slurm and MUNGE (tests/slurm/run.sh starts its own
 #                                     daemons; the packages' services are not configured here)
+#   deploy/install-deps.sh --fuzz     also clang with its libFuzzer and sanitizer runtimes and
+#                                     OpenMP, for tests/fuzz/run_fuzz.sh (-DNIGHTJAR_FUZZ=ON)
 set -euo pipefail
 
 slurm=0
-case "${1:-}" in
-  "") ;;
-  --slurm) slurm=1 ;;
-  *) echo "usage: deploy/install-deps.sh [--slurm]" >&2; exit 2 ;;
-esac
+fuzz=0
+for arg in "$@"; do
+  case "$arg" in
+    --slurm) slurm=1 ;;
+    --fuzz) fuzz=1 ;;
+    *) echo "usage: deploy/install-deps.sh [--slurm] [--fuzz] (unknown argument '$arg')" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   g++ cmake make pkg-config           # toolchain
@@ -33,6 +38,9 @@ if ! command -v node >/dev/null 2>&1; then packages+=(nodejs); fi
 if ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
 # Slurm's controller, node daemon and client commands, and MUNGE (Slurm's authentication).
 if [ "$slurm" = 1 ]; then packages+=(slurm-wlm munge); fi
+# The fuzzers: clang 14 (Debian's default), its runtimes (libclang_rt.fuzzer, asan, ubsan)
+# and its OpenMP (the engine links OpenMP).
+if [ "$fuzz" = 1 ]; then packages+=(clang libclang-rt-14-dev libomp-14-dev); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -258,7 +258,7 @@ Result<std::vector<OpenAiRequest>> parse_openai_batch(const std::string& text,
     json j;
     try {
       j = json::parse(row);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
       std::string what = e.what();
       if (auto colon = what.find("column"); colon != std::string::npos) what = what.substr(colon);
       errors.add(line, "malformed JSON: " + what);
