@@ -11,6 +11,7 @@
 
 #include "engine/io/durable.h"
 #include "engine/io/env.h"
+#include "jobs/job_spec.h"
 #include "jobs/output_paths.h"
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
@@ -23,13 +24,16 @@ namespace nj::runner {
 namespace {
 
 // One results line. Items that are not done carry their state and error, no output.
-nlohmann::json result_line(const ItemRow& item, const std::optional<ResultRow>& r) {
+// `shared_prompt_tokens`: see prompt_tokens_of.
+nlohmann::json result_line(const ItemRow& item, const std::optional<ResultRow>& r,
+                           int64_t shared_prompt_tokens) {
   nlohmann::json j;
   j["custom_id"] = item.custom_id;
   j["status"] = item_state_name(item.state);
   j["error"] = item.last_error && item.state != ItemState::kDone ? nlohmann::json(*item.last_error)
                                                                  : nlohmann::json(nullptr);
-  j["prompt_tokens"] = item.prompt_ids.size();
+  j["prompt_tokens"] =
+      r ? r->prompt_tokens : static_cast<int64_t>(item.prompt_ids.size()) + shared_prompt_tokens;
   j["attempts"] = item.attempts;
   if (r) {
     j["output_ids"] = r->output_ids;
@@ -126,13 +130,22 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
 
 Result<std::string> results_jsonl(JobStore& store, const JobRow& job) {
   NJ_ASSIGN_OR_RETURN(auto items, store.items(job.id));
+  const int64_t shared = shared_prompt_tokens(job);
   std::string text;
   for (const auto& item : items) {
     NJ_ASSIGN_OR_RETURN(auto r, store.result(item.id));
-    text +=
-        result_line(item, r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    text += result_line(item, r, shared)
+                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+            "\n";
   }
   return text;
+}
+
+int64_t shared_prompt_tokens(const JobRow& job) {
+  if (job.kind != "classify") return 0;
+  auto c =
+      jobs::classify_settings_from_json(nlohmann::json::parse(job.settings_json, nullptr, false));
+  return c.ok() ? static_cast<int64_t>(c->prefix_ids.size()) : 0;
 }
 
 }  // namespace nj::runner

@@ -50,9 +50,14 @@ json openai_batch_line(const JobRow& job, const ItemRow& item, const std::option
     return line;
   }
   const int64_t prompt = r->prompt_tokens, completion = r->output_tokens;
+  // A classification's answer is its label, complete: the label's text (output_text, without
+  // the space its tokens start with) and, as for a generation that ended on its own, "stop".
+  const bool label = r->finish_reason == "label";
   json choice = {{"index", 0},
-                 {"message", {{"role", "assistant"}, {"content", content_of(*r, tok)}}},
-                 {"finish_reason", r->finish_reason}};
+                 {"message",
+                  {{"role", "assistant"},
+                   {"content", label ? json(r->output_text.value_or("")) : content_of(*r, tok)}}},
+                 {"finish_reason", label ? std::string("stop") : r->finish_reason}};
   json body = {{"id", "chatcmpl-nj-" + key},
                {"object", "chat.completion"},
                {"created", static_cast<int64_t>(std::floor(r->created_at))},

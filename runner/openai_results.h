@@ -21,6 +21,10 @@
 //
 // `content` is the output text without the closing end-of-sequence token (null when the
 // model has no tokenizer); `completion_tokens` counts every generated token, that one too.
+// A classification's line carries its label as `content` (exactly `output_text` of the JSON
+// Lines results), `finish_reason` "stop", `completion_tokens` the label's tokens and
+// `prompt_tokens` every token the answer was conditioned on (template prefix, document,
+// suffix), as the JSON Lines results count them.
 // `<job>` and `<item>` are the store's ids, so ids are unique within a home.
 #pragma once
 
