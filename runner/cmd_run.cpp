@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "engine/io/read_pool.h"
 #include "engine/util/units.h"
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
@@ -43,8 +44,9 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
   sub->add_option("--prefill-chunk", a->sched.prefill_chunk, "Tokens per prefill pass (default 64)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--io-threads", a->sched.io_threads,
-                  "Reads in flight when a job's memory budget streams (default 8)")
-      ->check(CLI::PositiveNumber);
+                  "Reads in flight when a job's memory budget streams (default 8, at most " +
+                      std::to_string(kMaxIoThreads) + ")")
+      ->check(CLI::Range(1, kMaxIoThreads));
   ItemRunOptions& item = a->sched.item;
   sub->add_option("--commit-tokens", item.commit_tokens,
                   "Store output tokens when this many are pending (default 64)")
