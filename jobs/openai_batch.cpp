@@ -11,6 +11,7 @@
 #include "engine/io/file.h"
 #include "engine/model/config.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "jobs/document_inputs.h"
 #include "jobs/spec_model.h"
 
 namespace nj::jobs {
@@ -118,6 +119,10 @@ void read_messages(const json& body, OpenAiRequest& req, LineErrors& errors) {
     if (auto text = read_content(*content, path + ".content", req.line, errors))
       req.messages.push_back(ChatMessage{r, *text});
   }
+  size_t bytes = 0;
+  for (const ChatMessage& m : req.messages) bytes += m.content.size();
+  if (bytes > kMaxDocumentBytes)
+    errors.add(req.line, document_too_large("body.messages' text", bytes));
 }
 
 void read_sampling(const json& body, OpenAiRequest& req, LineErrors& errors) {
@@ -246,6 +251,7 @@ Result<JobSpec> load_openai_batch(const OpenAiBatchJob& job) {
   while (spec.model_dir.size() > 1 && spec.model_dir.back() == '/') spec.model_dir.pop_back();
   spec.model_where = "--model " + job.model_dir;
   spec.memory_bytes = job.memory_bytes;
+  spec.memory_where = "--memory";
 
   auto config = load_model_config(spec.model_dir);
   if (!config.ok()) return invalid_argument(spec.model_where + ": " + config.status().message());
@@ -269,6 +275,7 @@ Result<JobSpec> load_openai_batch(const OpenAiBatchJob& job) {
     spec.items.push_back(std::move(item));
   }
   NJ_RETURN_IF_ERROR(check_spec_against_model(spec, *config, &*tok));
+  NJ_RETURN_IF_ERROR(check_job_fits_model(spec));
   return spec;
 }
 

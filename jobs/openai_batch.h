@@ -10,7 +10,8 @@
 //      "messages": [{"role": R, "content": C}, ...],   required, non-empty;
 //                                        R = system | user | assistant (developer reads
 //                                        as system); C = text, or a list of
-//                                        {"type": "text", "text": TEXT} parts (joined)
+//                                        {"type": "text", "text": TEXT} parts (joined);
+//                                        all messages' text at most 16 MiB
 //      "model": TEXT,                    optional, ignored (the job runs --model DIR)
 //      "max_tokens": N,                  optional, 1..1048576, default 64;
 //      "max_completion_tokens": N,       ... the same, under its newer name (not both)

@@ -77,7 +77,8 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
         // Still say what the minimum is, machine-readably.
         auto min_plan = plan_residency(layout, 0, po);
         if (min_plan.ok()) {
-          print_json({{"error", plan.status().message()}, {"min_memory_bytes", min_plan->min_memory_bytes}});
+          print_json({{"error", error_json(exit_code_for(plan.status()), plan.status().message())},
+                      {"min_memory_bytes", min_plan->min_memory_bytes}});
         }
       }
       return report_failure(plan.status());

@@ -50,7 +50,8 @@ void add_report_command(CLI::App& app, const GlobalOptions&, CommandTable& table
   add_home_option(*sub, a->home);
   sub->add_option("--out", a->out,
                   "Also write a self-contained HTML page (summary, timeline, I/O share)");
-  sub->add_option("--items", a->items, "Per-item lines per job in the text (0 = all)")
+  sub->add_option("--items", a->items,
+                  "Items per job in the text and in the HTML page's table and timeline (0 = all)")
       ->capture_default_str();
   table.emplace_back(sub, [a]() -> int {
     auto home = resolve_home(a->home);
@@ -69,7 +70,7 @@ void add_report_command(CLI::App& app, const GlobalOptions&, CommandTable& table
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     if (!a->out.empty()) {
-      const std::string page = report_html(reports, (*store)->now());
+      const std::string page = report_html(reports, (*store)->now(), a->items);
       if (Status s = write_file_durably(*Env::posix(), a->out, page); !s.ok())
         return report_failure(s);
       spdlog::info("wrote the report of {} job(s) to {}", reports.size(), a->out);

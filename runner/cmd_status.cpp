@@ -95,8 +95,9 @@ void print_jobs_text(const std::vector<JobSummary>& jobs) {
                   (long long)j.cancelled);
     std::snprintf(tokens, sizeof tokens, "%lld/%lld", (long long)j.tokens_done,
                   (long long)j.tokens_planned);
-    std::printf("%-5lld %-24s %-9s %-30s %-17s %-13s %s\n", (long long)j.job.id, j.job.name.c_str(),
-                job_state(j).c_str(), items, tokens, rate_text(js["rate_tokens_per_s"]).c_str(),
+    std::printf("%-5lld %-24s %-9s %-30s %-17s %-13s %s\n", (long long)j.job.id,
+                printable(j.job.name).c_str(), job_state(j).c_str(), items, tokens,
+                rate_text(js["rate_tokens_per_s"]).c_str(),
                 js["eta_s"].is_null() ? "-" : format_duration(js["eta_s"].get<double>()).c_str());
   }
 }
@@ -109,10 +110,10 @@ void print_items_text(const JobSummary& j, const std::vector<ItemRow>& items) {
     char tokens[40];
     std::snprintf(tokens, sizeof tokens, "%lld/%lld", (long long)i.tokens_done,
                   (long long)i.max_tokens);
-    std::printf("%-24s %-10s %-15s %-9d %-13s %s\n", i.custom_id.c_str(), item_state_name(i.state),
-                tokens, i.attempts,
+    std::printf("%-24s %-10s %-15s %-9d %-13s %s\n", printable(i.custom_id).c_str(),
+                item_state_name(i.state), tokens, i.attempts,
                 rate_text(rate_of(i.tokens_done, i.prefill_s + i.decode_s)).c_str(),
-                i.last_error.value_or("").c_str());
+                printable(i.last_error.value_or("")).c_str());
   }
 }
 
