@@ -62,13 +62,19 @@ nlohmann::json result_line(const ItemRow& item, const std::optional<ResultRow>& 
   return j;
 }
 
-// `results JOB --write`: the job's declared outputs.
+// `results JOB --write`: the job's declared outputs, and how that went recorded with the job.
 int write_outputs_now(JobStore& store, const JobRow& job, const Home& home) {
   auto written = write_declared_outputs(store, job, home);
-  if (!written.ok()) return report_failure(written.status());
+  if (!written.ok()) {
+    if (Status s = store.record_outputs(job.id, {}, written.status().message()); !s.ok())
+      spdlog::warn("could not record the failure with the job: {}", s.message());
+    return report_failure(written.status());
+  }
   if (written->empty())
     return report_failure(invalid_argument("job " + std::to_string(job.id) +
                                            " declares no outputs (outputs: in its spec)"));
+  if (Status s = store.record_outputs(job.id, *written, std::nullopt); !s.ok())
+    return report_failure(s);
   for (const auto& path : *written) spdlog::info("wrote {}", path);
   return kExitOk;
 }
@@ -104,6 +110,11 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     auto job = s.find_job(a->job);
     if (!job.ok()) return report_failure(job.status());
     if (a->write) return write_outputs_now(s, *job, *home);
+    if (job->outputs_state == "failed")
+      spdlog::warn(
+          "job {}: its declared outputs could not be written ({}); "
+          "`nightjar results {} --write` writes them again",
+          job->id, printable(job->outputs_error.value_or("")), job->id);
     if (!a->out.empty()) {
       if (auto inside = jobs::home_containing(a->out, {home->dir}, Home::kStoreFile))
         return report_failure(invalid_argument(

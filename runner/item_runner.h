@@ -87,8 +87,8 @@ Status feed_counted(Session& session, std::span<const int32_t> ids, std::vector<
                     bool decode, EngineUsage& usage);
 
 // Runs the claimed item until it is done, stops, loses its lease or fails an attempt.
-// Returns a Status only for store failures (I/O, disk full), after which the run must end;
-// the item's lease then expires or is reclaimed by the next run.
+// Returns a Status only for store failures (I/O, disk full), after which the run must end
+// (the scheduler then releases the item's lease).
 Result<ItemReport> run_item(const ItemEnv& env, const Claim& claim);
 
 }  // namespace nj::runner

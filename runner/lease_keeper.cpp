@@ -2,6 +2,7 @@
 #include "runner/lease_keeper.h"
 
 #include <chrono>
+#include <system_error>
 
 #include <spdlog/spdlog.h>
 
@@ -14,14 +15,19 @@ LeaseKeeper::~LeaseKeeper() {
   stop();
 }
 
-void LeaseKeeper::start(int64_t item_id) {
+Status LeaseKeeper::start(int64_t item_id) {
   stop();
   lost_ = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = false;
   }
-  thread_ = std::thread([this, item_id] { loop(item_id); });
+  try {
+    thread_ = std::thread([this, item_id] { loop(item_id); });
+  } catch (const std::system_error& e) {
+    return resource_exhausted(std::string("cannot start the lease heartbeat thread: ") + e.what());
+  }
+  return Status();
 }
 
 void LeaseKeeper::stop() {

@@ -26,7 +26,8 @@ class LeaseKeeper {
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
 
   // Starts heartbeating `item_id` (stopping any previous item). REQUIRES: the lease is ours.
-  void start(int64_t item_id);
+  // ResourceExhausted when the system refuses to start the thread.
+  Status start(int64_t item_id);
   // Stops heartbeating; returns when the thread has finished its current write.
   void stop();
   // True once a heartbeat found the lease gone.

@@ -64,6 +64,13 @@ void append_item_lines(const JobReport& r, size_t max_items, std::string& out) {
 
 }  // namespace
 
+std::string outputs_text(const JobRow& job) {
+  if (job.outputs_state == "failed")
+    return "NOT WRITTEN: " + printable(job.outputs_error.value_or("")) + " (nightjar results " +
+           std::to_string(job.id) + " --write writes them again)";
+  return "written " + format_utc(job.outputs_at.value_or(0));
+}
+
 std::optional<double> JobReport::wall_s() const {
   if (!first_start || !last_finish) return std::nullopt;
   return std::max(0.0, *last_finish - *first_start);
@@ -101,6 +108,7 @@ double JobReport::disk_share() const {
 const char* JobReport::state() const {
   if (running > 0) return "running";
   if (queued > 0) return "queued";
+  if (job.outputs_state == "failed") return "outputs_failed";
   if (failed > 0) return "failed";
   if (cancelled > 0) return "cancelled";
   return "done";
@@ -207,7 +215,9 @@ std::string report_text(const std::vector<JobReport>& jobs, size_t max_items) {
            format_seconds(r.usage.io_wait_s) + " I/O wait, " + format_seconds(r.usage.compute_s) +
            " compute)\n";
     out += "  bytes read:       " + format_bytes(r.usage.bytes_read) + " (" +
-           std::to_string(r.usage.bytes_read) + " bytes)\n\n";
+           std::to_string(r.usage.bytes_read) + " bytes)\n";
+    if (r.job.outputs_state) out += "  outputs:          " + outputs_text(r.job) + "\n";
+    out += "\n";
     append_item_lines(r, max_items, out);
   }
   return out;

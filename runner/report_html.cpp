@@ -58,6 +58,7 @@ std::string summary_table(const JobReport& r) {
   t += row("seconds per output token", r.s_per_token() ? fmt("%.4f", *r.s_per_token()) : "-");
   t += row("waiting on disk", format_share(r.disk_share()) + " of engine time");
   t += row("bytes read", format_bytes(r.usage.bytes_read));
+  if (r.job.outputs_state) t += row("outputs", outputs_text(r.job));
   return t + "</table>\n";
 }
 

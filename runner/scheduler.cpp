@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -96,23 +97,47 @@ Result<ItemReport> run_claimed(const ItemEnv& env, const Claim& claim) {
 }
 
 // After an item of `job` finished (done or failed for good): when the job has nothing queued
-// or running left, writes the outputs its spec declares and drops its prefix state. An
-// output that cannot be written is logged and recorded as an event; the results stay in the
+// or running left, writes the outputs its spec declares and drops its prefix state. Returns
+// false when an output could not be written: that is logged and recorded with the job
+// (outputs_state "failed", shown by status, report and results); the results stay in the
 // store (`nightjar results JOB --write` writes them again). Status only for store failures.
-Status finish_job_if_complete(JobStore& store, const JobRow& job, const Home& home) {
+Result<bool> finish_job_if_complete(JobStore& store, const JobRow& job, const Home& home) {
   NJ_ASSIGN_OR_RETURN(JobSummary summary, store.job_summary(job.id));
-  if (summary.queued + summary.running > 0) return Status();
+  if (summary.queued + summary.running > 0) return true;
   PrefixStates(home.dir).remove_job(job.id);
   auto written = write_declared_outputs(store, job, home);
   if (!written.ok()) {
     spdlog::error("job {}: could not write its outputs: {}", job.id, written.status().message());
-    return store.add_event(job.id, std::nullopt, "outputs_failed",
-                           nlohmann::json{{"error", written.status().message()}}.dump());
+    NJ_RETURN_IF_ERROR(store.record_outputs(job.id, {}, written.status().message()));
+    return false;
   }
-  if (written->empty()) return Status();
+  if (written->empty()) return true;
   for (const auto& path : *written) spdlog::info("job {}: wrote {}", job.id, path);
-  return store.add_event(job.id, std::nullopt, "outputs_written",
-                         nlohmann::json{{"paths", *written}}.dump());
+  NJ_RETURN_IF_ERROR(store.record_outputs(job.id, *written, std::nullopt));
+  return true;
+}
+
+// The wait before the next attempt of an item whose model could not be opened, after
+// `attempts` failed attempts before this one.
+double retry_wait_s(const SchedulerOptions& options, int attempts) {
+  return std::min(kMaxRetryWait_s, options.retry_s * std::pow(2.0, std::min(attempts, 30)));
+}
+
+// The run fails while it holds `item`'s lease: gives the item back (queued, attempts
+// unchanged) and returns `failure`, best effort: when the store cannot take even that,
+// the next run reclaims the lease as it would after a crash, and the log says so.
+Status release_and_fail(JobStore& store, const std::string& owner, const ItemRow& item,
+                        LeaseKeeper& keeper, const Status& failure) {
+  keeper.stop();
+  auto released = store.release_lease(item.id, owner, "run failed: " + failure.message());
+  if (!released.ok())
+    spdlog::error(
+        "could not release the lease of item {} ({}); the next run takes it over as "
+        "from a process that died",
+        item.custom_id, released.status().message());
+  else if (*released)
+    spdlog::info("released item {}: it is queued again, its attempts unchanged", item.custom_id);
+  return failure;
 }
 
 // Sleeps up to `seconds`, waking early on a stop.
@@ -148,6 +173,11 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
     NJ_ASSIGN_OR_RETURN(std::optional<Claim> claim,
                         store.claim_next(owner, options.lease_s, lease_owner_alive));
     if (!claim) {
+      NJ_ASSIGN_OR_RETURN(std::optional<double> retry_at, store.next_retry_at());
+      if (options.drain && retry_at) {  // queued, waiting out a backoff: not empty yet
+        idle_wait(std::min(options.poll_interval_s, *retry_at - store.now()), stop);
+        continue;
+      }
       if (options.drain) {
         summary.end_reason = "queue empty";
         break;
@@ -163,19 +193,24 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
                  claim->job.id, claim->job.name, item.custom_id,
                  item.tokens_done > 0 ? "resuming" : "starting", item.tokens_done, item.max_tokens,
                  item.attempts);
-    keeper.start(item.id);
+    if (Status s = keeper.start(item.id); !s.ok())
+      return release_and_fail(store, owner, item, keeper, s);
     auto model = models.get(claim->job, job_context(*claim));
     if (!model.ok()) {
       keeper.stop();
-      NJ_ASSIGN_OR_RETURN(auto state,
-                          store.fail_attempt(item.id, owner, Progress{item.tokens_done, {}, 0, 0},
-                                             model.status().message()));
+      const double wait_s = retry_wait_s(options, item.attempts);
+      auto state = store.fail_attempt(item.id, owner, Progress{item.tokens_done, {}, 0, 0},
+                                      model.status().message(), /*final=*/false, wait_s);
+      if (!state.ok()) return release_and_fail(store, owner, item, keeper, state.status());
       spdlog::error("job {} item {}: {}", claim->job.id, item.custom_id, model.status().message());
-      if (state == ItemState::kFailed) {
+      if (*state == ItemState::kFailed) {
         ++summary.failed;
-        NJ_RETURN_IF_ERROR(finish_job_if_complete(store, claim->job, home));
-      } else {
+        NJ_ASSIGN_OR_RETURN(bool outputs_ok, finish_job_if_complete(store, claim->job, home));
+        if (!outputs_ok) ++summary.outputs_failed;
+      } else if (*state == ItemState::kQueued) {
         ++summary.failed_attempts;
+        spdlog::info("job {} item {}: next attempt in {}", claim->job.id, item.custom_id,
+                     format_duration(wait_s));
       }
       continue;
     }
@@ -183,11 +218,13 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
                 keeper, progress};
     auto t_item = Clock::now();
     auto report = run_claimed(env, *claim);
+    if (!report.ok()) return release_and_fail(store, owner, item, keeper, report.status());
     keeper.stop();
-    if (!report.ok()) return report.status();
     summary.tokens += report->tokens_generated;
-    if (report->state_after == ItemState::kDone || report->state_after == ItemState::kFailed)
-      NJ_RETURN_IF_ERROR(finish_job_if_complete(store, claim->job, home));
+    if (report->state_after == ItemState::kDone || report->state_after == ItemState::kFailed) {
+      NJ_ASSIGN_OR_RETURN(bool outputs_ok, finish_job_if_complete(store, claim->job, home));
+      if (!outputs_ok) ++summary.outputs_failed;
+    }
     switch (report->outcome) {
       case ItemOutcome::kDone:
         ++summary.done;
@@ -209,9 +246,12 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
     }
   }
   spdlog::info(
-      "run ended ({}): {} items done, {} failed, {} failed attempts; {} tokens in {:.1f} s",
+      "run ended ({}): {} items done, {} failed, {} failed attempts; {} tokens in {:.1f} s{}",
       summary.end_reason, summary.done, summary.failed, summary.failed_attempts, summary.tokens,
-      std::chrono::duration<double>(Clock::now() - t_start).count());
+      std::chrono::duration<double>(Clock::now() - t_start).count(),
+      summary.outputs_failed ? "; the outputs of " + std::to_string(summary.outputs_failed) +
+                                   " job(s) could not be written"
+                             : std::string());
   return summary;
 }
 
