@@ -59,6 +59,8 @@ nlohmann::json result_line(const ItemRow& item, const std::optional<ResultRow>& 
                  {"bytes_read", u.bytes_read},
                  {"tokens_fed", u.tokens_fed},
                  {"decode_steps", u.decode_steps}};
+  j["engine"]["numerics_version"] =
+      item.numerics_version ? nlohmann::json(*item.numerics_version) : nlohmann::json(nullptr);
   return j;
 }
 

@@ -97,6 +97,8 @@ nlohmann::json item_json(const ItemRow& i, int64_t shared_prompt, double now) {
   out["retry_at"] = i.state == ItemState::kQueued && i.retry_at && *i.retry_at > now
                         ? nlohmann::json(*i.retry_at)
                         : nlohmann::json(nullptr);
+  out["numerics_version"] =
+      i.numerics_version ? nlohmann::json(*i.numerics_version) : nlohmann::json(nullptr);
   return out;
 }
 

@@ -12,6 +12,17 @@ namespace nj {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// The index of the first NaN or infinity in `v`, or v.size().
+size_t first_non_finite(const std::vector<float>& v) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i])) return i;
+  return v.size();
+}
+
+}  // namespace
+
 void attn_res(const std::vector<const float*>& sources, const float* w, int T, int hidden, float eps, float* out) {
   const size_t hs = static_cast<size_t>(hidden), n = sources.size();
   std::vector<float> p(n);
@@ -160,6 +171,11 @@ Status Session::forward_chunk(std::span<const int32_t> ids, float* logits_out, b
   ws.logits.resize(static_cast<size_t>(rows) * vocab);
   ops::matmul(hw.lm_head, ws.xn.data(), rows, hs, ws.logits.data(), vocab);
   src.end_step();
+  // NaN or infinity here (weights or a config value out of range) would be sampled as
+  // garbage all night; the scan costs nothing next to the pass.
+  if (const size_t bad = first_non_finite(ws.logits); bad < ws.logits.size())
+    return non_finite("non-finite logits at position " +
+                      std::to_string(state_.position + first + static_cast<int64_t>(bad / vocab)));
 
   if (logits_out) std::copy(ws.logits.begin(), ws.logits.end(), logits_out);
   state_.last_logits.assign(ws.logits.end() - static_cast<long>(vocab), ws.logits.end());

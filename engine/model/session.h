@@ -48,7 +48,9 @@ class Session {
   // Consumes `ids` (any number). Afterwards last_logits() holds the logits after the final
   // id. When `all_logits` is given it receives [ids.size()][vocab] logits, one row per id.
   // On error the state is unchanged only if nothing was consumed; callers treat an error
-  // as fatal for the sequence (restore a checkpoint to continue).
+  // as fatal for the sequence (restore a checkpoint to continue). Logits that are not all
+  // finite are an error (NonFinite, "non-finite logits at position P", P the 0-based
+  // position of the token after which they were computed), never handed on to be sampled.
   Status feed(std::span<const int32_t> ids, std::vector<float>* all_logits = nullptr);
 
   const std::vector<float>& last_logits() const { return state_.last_logits; }

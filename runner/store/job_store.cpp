@@ -28,7 +28,8 @@ const char* const kItemColumns =
     "i.claims, i.lease_owner, i.lease_expires, i.tokens_done, i.prefill_s, i.decode_s, "
     "i.last_error, "
     "i.started_at, i.finished_at, json_extract(i.params, '$.max_tokens'), "
-    "i.io_wait_s, i.compute_s, i.bytes_read, i.tokens_fed, i.decode_steps, i.retry_at";
+    "i.io_wait_s, i.compute_s, i.bytes_read, i.tokens_fed, i.decode_steps, i.retry_at, "
+    "i.numerics_version";
 
 JobRow read_job(const Stmt& s, int c) {
   JobRow j;
@@ -76,6 +77,7 @@ ItemRow read_item(const Stmt& s, int c) {
   i.usage.tokens_fed = s.int64(c + 22);
   i.usage.decode_steps = s.int64(c + 23);
   i.retry_at = s.opt_real(c + 24);
+  if (auto v = s.opt_int64(c + 25)) i.numerics_version = static_cast<int>(*v);
   return i;
 }
 

@@ -10,7 +10,7 @@
 //         claims, lease_owner, lease_expires, tokens_done, prefill_s, decode_s,
 //         last_error, started_at, finished_at,
 //         io_wait_s, compute_s, bytes_read, tokens_fed, decode_steps,
-//         retry_at)                                            UNIQUE(job_id, custom_id)
+//         retry_at, numerics_version)                          UNIQUE(job_id, custom_id)
 //   tokens(item_id, pos, token_id)                  the append-only output log
 //   checkpoints(id, item_id, position, tokens_done, path, bytes, created_at)
 //   results(item_id, finish_reason, prompt_tokens, output_tokens, output_ids,
@@ -129,6 +129,7 @@ struct ItemRow {
   std::optional<double> started_at;
   std::optional<double> finished_at;
   std::optional<double> retry_at;       // queued: not claimed before (006_retry_at.sql)
+  std::optional<int> numerics_version;  // of its stored output (007_numerics_version.sql)
 };
 
 struct JobSummary {
@@ -201,6 +202,7 @@ struct NewResult {
   int64_t prompt_tokens = 0;
   std::optional<std::string> output_text;
   std::optional<std::string> details_json;  // kind-specific fields (classification), JSON
+  std::optional<int> numerics_version;      // recorded with the item when given
 };
 
 struct StoreOptions {
@@ -318,6 +320,16 @@ class JobStore {
   // the item goes back to the queue with its attempts unchanged and a `released` event
   // naming `reason`. Pending (uncommitted) tokens are not stored; they are regenerated.
   Result<bool> release_lease(int64_t item_id, const std::string& owner, const std::string& reason);
+
+  // Records that the item's stored output (and what is stored from now on) is the
+  // arithmetic of engine numerics version `version`.
+  Result<bool> set_numerics_version(int64_t item_id, const std::string& owner, int version);
+
+  // The item's stored output came from other arithmetic and this binary does not reproduce
+  // it: deletes its tokens and checkpoint rows (tokens_done = 0), records `version`, and adds
+  // a `numerics_restart` event with `detail_json`, in one transaction.
+  Result<bool> restart_output(int64_t item_id, const std::string& owner, int version,
+                              const std::string& detail_json);
 
  private:
   JobStore(std::unique_ptr<sql::Db> db, StoreOptions options);

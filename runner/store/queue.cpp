@@ -250,8 +250,10 @@ Result<bool> JobStore::finish_item(int64_t item_id, const std::string& owner,
 
   NJ_ASSIGN_OR_RETURN(Stmt done,
                       db_->prepare("UPDATE items SET state = 'done', lease_owner = NULL, "
-                                   "lease_expires = NULL, finished_at = ? WHERE id = ?"));
-  NJ_RETURN_IF_ERROR(done.bind(1, now).bind(2, item_id).run());
+                                   "lease_expires = NULL, finished_at = ?, "
+                                   "numerics_version = coalesce(?, numerics_version) "
+                                   "WHERE id = ?"));
+  NJ_RETURN_IF_ERROR(done.bind(1, now).bind(2, result.numerics_version).bind(3, item_id).run());
 
   NJ_ASSIGN_OR_RETURN(Stmt del, db_->prepare("DELETE FROM checkpoints WHERE item_id = ?"));
   NJ_RETURN_IF_ERROR(del.bind(1, item_id).run());
@@ -330,6 +332,39 @@ Result<bool> JobStore::release_lease(int64_t item_id, const std::string& owner,
   u.reset();
   NJ_RETURN_IF_ERROR(insert_event(*db_, clock_(), job_id, item_id, "released",
                                   nlohmann::json{{"reason", reason}, {"owner", owner}}.dump()));
+  NJ_RETURN_IF_ERROR(txn->commit());
+  return true;
+}
+
+Result<bool> JobStore::set_numerics_version(int64_t item_id, const std::string& owner,
+                                            int version) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
+  NJ_ASSIGN_OR_RETURN(Stmt u, db_->prepare("UPDATE items SET numerics_version = ? WHERE id = ? "
+                                           "AND lease_owner = ? AND state = 'running'"));
+  NJ_RETURN_IF_ERROR(u.bind(1, version).bind(2, item_id).bind(3, owner).run());
+  if (db_->changes() != 1) return false;
+  NJ_RETURN_IF_ERROR(txn->commit());
+  return true;
+}
+
+Result<bool> JobStore::restart_output(int64_t item_id, const std::string& owner, int version,
+                                      const std::string& detail_json) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
+  NJ_ASSIGN_OR_RETURN(Stmt u, db_->prepare("UPDATE items SET tokens_done = 0, numerics_version = ? "
+                                           "WHERE id = ? AND lease_owner = ? AND state = 'running' "
+                                           "RETURNING job_id"));
+  u.bind(1, version).bind(2, item_id).bind(3, owner);
+  NJ_ASSIGN_OR_RETURN(bool row, u.step());
+  if (!row) return false;
+  const int64_t job_id = u.int64(0);
+  u.reset();
+  for (const char* sql :
+       {"DELETE FROM tokens WHERE item_id = ?", "DELETE FROM checkpoints WHERE item_id = ?"}) {
+    NJ_ASSIGN_OR_RETURN(Stmt d, db_->prepare(sql));
+    NJ_RETURN_IF_ERROR(d.bind(1, item_id).run());
+  }
+  NJ_RETURN_IF_ERROR(
+      insert_event(*db_, clock_(), job_id, item_id, "numerics_restart", detail_json));
   NJ_RETURN_IF_ERROR(txn->commit());
   return true;
 }

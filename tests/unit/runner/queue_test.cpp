@@ -252,6 +252,34 @@ TEST_CASE("a run that fails releases its lease: queued, attempts unchanged, an e
   CHECK((*c)->item.attempts == 0);
 }
 
+TEST_CASE("the numerics version is recorded per item, and a restart drops the output",
+          "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  REQUIRE(s->submit(test_job("j", 1)).ok());
+  auto c = s->claim_next("me", 60, alive_all);
+  const int64_t id = (*c)->item.id;
+  CHECK_FALSE((*c)->item.numerics_version.has_value());
+  REQUIRE(*s->set_numerics_version(id, "me", 7));
+  REQUIRE(*s->add_checkpoint(id, "me", Progress{0, ids({1, 2, 3}), 0, 0},
+                             NewCheckpoint{5, 3, "checkpoints/item-1/state", 100}));
+  CHECK_FALSE(*s->set_numerics_version(id, "other", 8));
+  CHECK_FALSE(*s->restart_output(id, "other", 8, "{}"));
+  REQUIRE(*s->restart_output(id, "me", 8, R"({"dropped_tokens":3})"));
+  CHECK(s->tokens(id)->empty());
+  CHECK(s->checkpoints(id)->empty());
+  auto items = s->items((*c)->job.id);
+  CHECK((*items)[0].tokens_done == 0);
+  CHECK((*items)[0].numerics_version == std::optional<int>(8));
+  CHECK(s->events(std::nullopt, id)->back().kind == "numerics_restart");
+  REQUIRE(*s->append_tokens(id, "me", Progress{0, ids({9}), 0, 0}));
+  NewResult r{"length", 2, std::nullopt};
+  r.numerics_version = 8;
+  REQUIRE(*s->finish_item(id, "me", Progress{1, {}, 0, 0}, r));
+  CHECK((*s->items((*c)->job.id))[0].numerics_version == std::optional<int>(8));
+}
+
 TEST_CASE("the outcome of a job's output writes is recorded with the job", "[runner][queue]") {
   TempDir dir;
   double now = 1000;

@@ -73,6 +73,11 @@ TEST_CASE("a store written at schema version 1 opens and reads", "[runner][store
   CHECK((*items)[0].prompt_ids == std::vector<int32_t>{3});
   CHECK((*items)[0].max_tokens == 4);
   CHECK(*(*store)->tokens(1) == std::vector<int32_t>{42});
+  // The later migrations' columns start empty: no outputs written, no retry wait, and the
+  // numerics of the stored token unrecorded (it is replayed before it is trusted).
+  CHECK_FALSE(job->outputs_state.has_value());
+  CHECK_FALSE((*items)[0].retry_at.has_value());
+  CHECK_FALSE((*items)[0].numerics_version.has_value());
 }
 
 TEST_CASE("a store from a newer nightjar is refused, and so is a foreign SQLite file",
