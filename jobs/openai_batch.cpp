@@ -11,8 +11,8 @@
 #include "engine/io/file.h"
 #include "engine/model/config.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "jobs/document_inputs.h"
 #include "jobs/chat/chat_messages.h"
+#include "jobs/document_inputs.h"
 #include "jobs/spec_model.h"
 
 namespace nj::jobs {

@@ -107,7 +107,8 @@ Result<std::string> results_jsonl(JobStore& store, const JobRow& job) {
   std::string text;
   for (const auto& item : items) {
     NJ_ASSIGN_OR_RETURN(auto r, store.result(item.id));
-    text += result_record(item, r, shared).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+    text += result_record(item, r, shared)
+                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
             "\n";
   }
   return text;

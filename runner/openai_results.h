@@ -43,8 +43,8 @@
 // Lines written from result records (`nightjar merge --format openai`, several homes) use
 // `<job>_<item>` = "array_<N>", N the item's 0-based place in the job's spec, unique within
 // the array; there `created` is the item's finished_at, `prompt_tokens` the record's (the same
-// count, template prefix included), `content` the plain output text (a record does not say how a chat reply splits; a
-// classification's is its label) and `logprobs` null.
+// count, template prefix included), `content` the plain output text (a record does not say how a
+// chat reply splits; a classification's is its label) and `logprobs` null.
 #pragma once
 
 #include <optional>
