@@ -86,7 +86,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
           PlanOptions one = po;
           one.batch = 1;
           auto one_plan = plan_residency(layout, budget, one);
-          print_json({{"error", plan.status().message()},
+          print_json({{"error", error_json(exit_code_for(plan.status()), plan.status().message())},
                       {"batch", po.batch},
                       {"min_memory_bytes", min_plan->min_memory_bytes},
                       {"max_batch", one_plan.ok() ? one_plan->max_batch : 0}});

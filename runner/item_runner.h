@@ -7,6 +7,13 @@
 //             exactly as the first run did). Without a usable checkpoint: prompt + stored
 //             tokens from position 0, the same way. A replay that diverges after a
 //             checkpoint is retried from position 0; diverging from 0 fails the attempt.
+//   numerics  when the stored output came from other arithmetic (the store's
+//             numerics_version differs from engine/model/numerics.h, or is unrecorded):
+//             the checkpoint is dropped unread (`numerics_changed`), the stored tokens are
+//             replayed from position 0, and kept when the sampler draws every one of them
+//             again; otherwise the output restarts from the prompt (`numerics_restart`), not
+//             a failed attempt. Either way the result is what this binary gives
+//             uninterrupted, and the item records this binary's numerics version.
 //   generate  sample -> feed -> every commit_tokens / commit_interval_s: store the tokens;
 //             every checkpoint_tokens / checkpoint_interval_s: store the tokens, write the
 //             state file (durably), then its row.
@@ -94,8 +101,8 @@ Status feed_counted(ItemSession& session, std::span<const int32_t> ids, std::vec
                     bool decode, EngineUsage& usage);
 
 // Runs the claimed item until it is done, stops, loses its lease or fails an attempt.
-// Returns a Status only for store failures (I/O, disk full), after which the run must end;
-// the item's lease then expires or is reclaimed by the next run.
+// Returns a Status only for store failures (I/O, disk full), after which the run must end
+// (the scheduler then releases the item's lease).
 Result<ItemReport> run_item(const ItemEnv& env, const Claim& claim);
 
 }  // namespace nj::runner

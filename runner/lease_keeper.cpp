@@ -2,6 +2,7 @@
 #include "runner/lease_keeper.h"
 
 #include <chrono>
+#include <system_error>
 
 #include <spdlog/spdlog.h>
 
@@ -14,14 +15,20 @@ LeaseKeeper::~LeaseKeeper() {
   stop();
 }
 
-void LeaseKeeper::add(int64_t item_id) {
+Status LeaseKeeper::add(int64_t item_id) {
   std::lock_guard<std::mutex> lock(mu_);
   held_.insert(item_id);
   lost_.erase(item_id);
   if (!thread_.joinable()) {
     stopping_ = false;
-    thread_ = std::thread([this] { loop(); });
+    try {
+      thread_ = std::thread([this] { loop(); });
+    } catch (const std::system_error& e) {
+      held_.erase(item_id);
+      return resource_exhausted(std::string("cannot start the lease heartbeat thread: ") + e.what());
+    }
   }
+  return Status();
 }
 
 void LeaseKeeper::remove(int64_t item_id) {

@@ -27,8 +27,9 @@ class LeaseKeeper {
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
 
   // Adds `item_id` to the set heartbeated (starting the thread on first use).
-  // REQUIRES: the lease is ours.
-  void add(int64_t item_id);
+  // REQUIRES: the lease is ours. ResourceExhausted when the system refuses to start the
+  // thread (the item is then not in the set).
+  Status add(int64_t item_id);
   // Removes it from the set (its runner is done with it).
   void remove(int64_t item_id);
   // Stops heartbeating; returns when the thread has finished its current write.

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/io/file.h"
+#include "engine/io/read_pool.h"
 #include "engine/ops/cpu.h"
 #include "engine/util/process.h"
 #include "engine/util/sysinfo.h"
@@ -35,8 +36,10 @@ void add_model_options(CLI::App& sub, ModelArgs& args) {
   sub.add_option("--max-context", args.max_context,
                  "Positions of sequence state the budget reserves (default: what this run needs)")
       ->check(CLI::PositiveNumber);
-  sub.add_option("--io-threads", args.io_threads, "Reads in flight when streaming (default 8)")
-      ->check(CLI::PositiveNumber);
+  sub.add_option("--io-threads", args.io_threads,
+                 "Reads in flight when streaming (default 8, at most " +
+                     std::to_string(kMaxIoThreads) + ")")
+      ->check(CLI::Range(1, kMaxIoThreads));
   sub.add_flag("--stats", args.stats,
                "Print I/O and compute figures (bytes read, waits, hit rate, peak RSS)");
   sub.add_option("--pack", args.pack_dir,

@@ -124,23 +124,45 @@ Result<ItemReport> run_claimed(const ItemEnv& env, const Claim& claim) {
 }
 
 // After an item of `job` finished (done or failed for good): when the job has nothing queued
-// or running left, writes the outputs its spec declares and drops its prefix state. An
-// output that cannot be written is logged and recorded as an event; the results stay in the
+// or running left, writes the outputs its spec declares and drops its prefix state. Returns
+// false when an output could not be written: that is logged and recorded with the job
+// (outputs_state "failed", shown by status, report and results); the results stay in the
 // store (`nightjar results JOB --write` writes them again). Status only for store failures.
-Status finish_job_if_complete(JobStore& store, const JobRow& job, const Home& home) {
+Result<bool> finish_job_if_complete(JobStore& store, const JobRow& job, const Home& home) {
   NJ_ASSIGN_OR_RETURN(JobSummary summary, store.job_summary(job.id));
-  if (summary.queued + summary.running > 0) return Status();
+  if (summary.queued + summary.running > 0) return true;
   PrefixStates(home.dir).remove_job(job.id);
   auto written = write_declared_outputs(store, job, home);
   if (!written.ok()) {
     spdlog::error("job {}: could not write its outputs: {}", job.id, written.status().message());
-    return store.add_event(job.id, std::nullopt, "outputs_failed",
-                           nlohmann::json{{"error", written.status().message()}}.dump());
+    NJ_RETURN_IF_ERROR(store.record_outputs(job.id, {}, written.status().message()));
+    return false;
   }
-  if (written->empty()) return Status();
+  if (written->empty()) return true;
   for (const auto& path : *written) spdlog::info("job {}: wrote {}", job.id, path);
-  return store.add_event(job.id, std::nullopt, "outputs_written",
-                         nlohmann::json{{"paths", *written}}.dump());
+  NJ_RETURN_IF_ERROR(store.record_outputs(job.id, *written, std::nullopt));
+  return true;
+}
+
+// The wait before the next attempt of an item whose model could not be opened, after
+// `attempts` failed attempts before this one.
+double retry_wait_s(const SchedulerOptions& options, int attempts) {
+  return std::min(kMaxRetryWait_s, options.retry_s * std::pow(2.0, std::min(attempts, 30)));
+}
+
+// The run fails while it holds `item`'s lease: gives the item back (queued, attempts
+// unchanged), best effort: when the store cannot take even that, the next run reclaims the
+// lease as it would after a crash, and the log says so.
+void release_after_failure(JobStore& store, const std::string& owner, const ItemRow& item,
+                           const Status& failure) {
+  auto released = store.release_lease(item.id, owner, "run failed: " + failure.message());
+  if (!released.ok())
+    spdlog::error(
+        "could not release the lease of item {} ({}); the next run takes it over as "
+        "from a process that died",
+        item.custom_id, released.status().message());
+  else if (*released)
+    spdlog::info("released item {}: it is queued again, its attempts unchanged", item.custom_id);
 }
 
 // Sleeps up to `seconds`, waking early on a stop.
@@ -166,7 +188,7 @@ struct Held {
 }  // namespace
 
 Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerOptions& options,
-                             const StopControl& stop, ProgressReporter& progress) {
+                             StopControl& stop, ProgressReporter& progress) {
   RunSummary summary;
   const std::string owner = this_lease_owner();
   LeaseKeeper keeper(home.db_path(), owner, options.lease_s);
@@ -187,13 +209,23 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
   PrefixGate prefix_gate;
   Status fatal;
 
+  // The run itself failed (the store, a full disk, a thread refused): every item of the batch
+  // stops as on SIGTERM (checkpoint, commit, lease given back), and the run returns `st`.
+  auto fail_run = [&](const Status& st) {
+    if (fatal.ok()) fatal = st;
+    stop.request("run failed: " + st.message());
+  };
+
   // Records what a finished item did; a job one of its items ended goes into `ended` (its
   // outputs are written once per round, after every finished item is settled: items of one
   // job may end in the same round). Status only for store failures.
   std::map<int64_t, JobRow> ended;
   auto settle = [&](Held& h) -> Status {
     keeper.remove(h.claim.item.id);
-    if (!h.report->ok()) return h.report->status();
+    if (!h.report->ok()) {
+      release_after_failure(store, owner, h.claim.item, h.report->status());
+      return h.report->status();
+    }
     const ItemReport& report = **h.report;
     summary.tokens += report.tokens_generated;
     if (report.state_after == ItemState::kDone || report.state_after == ItemState::kFailed)
@@ -244,7 +276,11 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
                    claim->job.id, claim->job.name, item.custom_id,
                    item.tokens_done > 0 ? "resuming" : "starting", item.tokens_done,
                    item.max_tokens, item.attempts);
-      keeper.add(item.id);
+      if (Status st = keeper.add(item.id); !st.ok()) {
+        release_after_failure(store, owner, item, st);
+        fail_run(st);
+        break;
+      }
       const int64_t context = job_context(*claim);
       if (held.empty() && !models.holds(claim->job, context)) {
         if (group) summary.passes.add(group->totals());
@@ -255,16 +291,28 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
         auto model = models.get(claim->job, context);
         if (!model.ok()) {
           keeper.remove(item.id);
-          NJ_ASSIGN_OR_RETURN(
-              auto state, store.fail_attempt(item.id, owner, Progress{item.tokens_done, {}, 0, 0},
-                                             model.status().message()));
+          const double wait_s = retry_wait_s(options, item.attempts);
+          auto state = store.fail_attempt(item.id, owner, Progress{item.tokens_done, {}, 0, 0},
+                                          model.status().message(), /*final=*/false, wait_s);
+          if (!state.ok()) {
+            release_after_failure(store, owner, item, state.status());
+            fail_run(state.status());
+            break;
+          }
           spdlog::error("job {} item {}: {}", claim->job.id, item.custom_id,
                         model.status().message());
-          if (state == ItemState::kFailed) {
+          if (*state == ItemState::kFailed) {
             ++summary.failed;
-            NJ_RETURN_IF_ERROR(finish_job_if_complete(store, claim->job, home));
-          } else {
+            auto outputs_ok = finish_job_if_complete(store, claim->job, home);
+            if (!outputs_ok.ok()) {
+              fail_run(outputs_ok.status());
+              break;
+            }
+            if (!*outputs_ok) ++summary.outputs_failed;
+          } else if (*state == ItemState::kQueued) {
             ++summary.failed_attempts;
+            spdlog::info("job {} item {}: next attempt in {}", claim->job.id, item.custom_id,
+                         format_duration(wait_s));
           }
           continue;
         }
@@ -298,6 +346,11 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
         summary.end_reason = "--max-items " + std::to_string(*options.max_items);
         break;
       }
+      NJ_ASSIGN_OR_RETURN(std::optional<double> retry_at, store.next_retry_at());
+      if (options.drain && retry_at) {  // queued, waiting out a backoff: not empty yet
+        idle_wait(std::min(options.poll_interval_s, *retry_at - store.now()), stop);
+        continue;
+      }
       if (options.drain) {
         summary.end_reason = "queue empty";
         break;
@@ -315,18 +368,16 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
         ++it;
         continue;
       }
-      Status st = settle(*it);
-      if (!st.ok() && fatal.ok()) {
-        fatal = st;
-        group->abort_waiting(Status(StatusCode::kCancelled, "the run is ending: " + st.message()));
-      }
+      if (Status st = settle(*it); !st.ok()) fail_run(st);
       it = held.erase(it);
     }
-    for (const auto& [id, job] : ended)
-      if (Status st = finish_job_if_complete(store, job, home); !st.ok() && fatal.ok()) {
-        fatal = st;
-        group->abort_waiting(Status(StatusCode::kCancelled, "the run is ending: " + st.message()));
-      }
+    for (const auto& [id, job] : ended) {
+      auto outputs_ok = finish_job_if_complete(store, job, home);
+      if (!outputs_ok.ok())
+        fail_run(outputs_ok.status());
+      else if (!*outputs_ok)
+        ++summary.outputs_failed;
+    }
     ended.clear();
     // 4. One pass for the items waiting.
     if (group->anyone_waiting()) group->run_pass();
@@ -353,9 +404,12 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
           .dump()));
   spdlog::info(
       "run ended ({}): {} items done, {} failed, {} failed attempts; {} tokens in {:.1f} s; up to "
-      "{} items per pass",
+      "{} items per pass{}",
       summary.end_reason, summary.done, summary.failed, summary.failed_attempts, summary.tokens,
-      std::chrono::duration<double>(Clock::now() - t_start).count(), summary.max_batch);
+      std::chrono::duration<double>(Clock::now() - t_start).count(), summary.max_batch,
+      summary.outputs_failed ? "; the outputs of " + std::to_string(summary.outputs_failed) +
+                                   " job(s) could not be written"
+                             : std::string());
   return summary;
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <system_error>
 
 namespace nj {
 namespace {
@@ -22,8 +23,23 @@ bool ReadTicket::done() const {
   return remaining_ == 0;
 }
 
-ReadPool::ReadPool(int threads, size_t chunk_bytes) : chunk_bytes_(align_up(std::max<size_t>(chunk_bytes, kDirectAlign), kDirectAlign)) {
-  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { worker(); });
+ReadPool::ReadPool(size_t chunk_bytes)
+    : chunk_bytes_(align_up(std::max<size_t>(chunk_bytes, kDirectAlign), kDirectAlign)) {}
+
+Result<std::unique_ptr<ReadPool>> ReadPool::create(int threads, size_t chunk_bytes) {
+  std::unique_ptr<ReadPool> pool(new ReadPool(chunk_bytes));
+  const int n = std::clamp(threads, 1, kMaxIoThreads);
+  for (int i = 0; i < n; ++i) {
+    try {
+      pool->threads_.emplace_back([p = pool.get()] { p->worker(); });
+    } catch (const std::system_error& e) {
+      // The destructor stops and joins the threads already started.
+      return resource_exhausted("cannot start I/O thread " + std::to_string(i + 1) + " of " +
+                                std::to_string(n) + ": " + e.what() +
+                                " (fewer --io-threads, or raise the process limits)");
+    }
+  }
+  return pool;
 }
 
 ReadPool::~ReadPool() {

@@ -52,11 +52,17 @@ struct ReadPoolCounters {
   double busy_s = 0;           // wall time with at least one read in flight
 };
 
+// The most I/O threads a pool starts: an NVMe device reaches its rate with a few dozen reads
+// in flight, and each thread costs a stack; more would only risk exhausting the process.
+inline constexpr int kMaxIoThreads = 256;
+
 class ReadPool {
  public:
-  // `threads` I/O threads; reads are cut into chunks of at most `chunk_bytes` (a multiple
-  // of kDirectAlign) so that several threads share a large read.
-  explicit ReadPool(int threads = 8, size_t chunk_bytes = 4u << 20);
+  // A pool of `threads` I/O threads (1..kMaxIoThreads, clamped); reads are cut into chunks
+  // of at most `chunk_bytes` (a multiple of kDirectAlign) so that several threads share a
+  // large read. ResourceExhausted naming the thread when the system refuses to start one
+  // (then no thread of the pool is left running).
+  static Result<std::unique_ptr<ReadPool>> create(int threads = 8, size_t chunk_bytes = 4u << 20);
   ~ReadPool();  // finishes queued work first
   ReadPool(const ReadPool&) = delete;
   ReadPool& operator=(const ReadPool&) = delete;
@@ -75,6 +81,7 @@ class ReadPool {
     ReadRequest req;
     std::shared_ptr<ReadTicket> ticket;
   };
+  explicit ReadPool(size_t chunk_bytes);
   void worker();
 
   const size_t chunk_bytes_;

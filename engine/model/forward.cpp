@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <string>
 #include <unordered_set>
 
 #include "engine/model/layers.h"
@@ -23,6 +25,28 @@ void SequenceUsage::add(const SequenceUsage& o) {
   trunk_bytes_read += o.trunk_bytes_read;
   expert_bytes_read += o.expert_bytes_read;
 }
+
+namespace {
+
+// NonFinite naming the first position whose logits hold a NaN or an infinity, else OK.
+// `logits` holds the rows `steps` asked for, in order (LogitsWanted), [rows][vocab].
+Status check_finite(std::span<const SeqStep> steps, const float* logits, size_t vocab) {
+  const float* row = logits;
+  for (const SeqStep& s : steps) {
+    const int64_t n = static_cast<int64_t>(s.ids.size());
+    const int64_t first = s.logits == LogitsWanted::kAll    ? 0
+                          : s.logits == LogitsWanted::kLast ? n - 1
+                                                            : n;
+    for (int64_t t = first; t < n; ++t, row += vocab)
+      for (size_t v = 0; v < vocab; ++v)
+        if (!std::isfinite(row[v]))
+          return non_finite("non-finite logits at position " +
+                            std::to_string(s.state->position + t));
+  }
+  return Status();
+}
+
+}  // namespace
 
 Forward::Forward(Model& model, ForwardOptions options) : model_(model), options_(options) {
   const ModelConfig& c = model.config();
@@ -180,6 +204,9 @@ Status Forward::run(std::span<SeqStep> steps) {
   const size_t vocab = static_cast<size_t>(c.vocab);
   ops::matmul(hw.lm_head, a.head_in.data(), lr, hs, a.logits.data(), vocab);
   src.end_step();
+  // NaN or infinity (weights or a config value out of range) would be sampled as garbage all
+  // night; the scan costs nothing next to the pass. Before any state moves.
+  NJ_RETURN_IF_ERROR(check_finite(steps, a.logits.data(), vocab));
 
   lr = 0;
   for (SeqStep& s : steps) {

@@ -65,8 +65,10 @@ class Forward {
   // logits it asked for. Each sequence's results are bit-identical to running it alone.
   // InvalidArgument (nothing consumed) for an empty step, a state shaped for another model,
   // the same state twice, kAll without a destination, or an id outside the vocabulary.
-  // On any other error the steps' states are unspecified: callers treat it as fatal for
-  // those sequences (restore a checkpoint to continue).
+  // NonFinite ("non-finite logits at position P", P the 0-based position of the token the
+  // logits follow) when any logits asked for hold a NaN or an infinity: never handed on to
+  // be sampled. On any other error the steps' states are unspecified: callers treat it as
+  // fatal for those sequences (restore a checkpoint to continue).
   Status run(std::span<SeqStep> steps);
 
   const PassStats& last_pass() const { return last_; }

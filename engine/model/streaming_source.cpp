@@ -55,7 +55,7 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const TensorIndex
     NJ_ASSIGN_OR_RETURN(auto file, s->options_.open_file(path));
     s->files_.push_back(std::move(file));
   }
-  s->pool_ = std::make_unique<ReadPool>(s->options_.io_threads, s->options_.chunk_bytes);
+  NJ_ASSIGN_OR_RETURN(s->pool_, ReadPool::create(s->options_.io_threads, s->options_.chunk_bytes));
   const ModelConfig& c = layout.config();
   const int n = s->units();
 
