@@ -10,6 +10,7 @@
 
 #include "engine/model/dtype.h"
 #include "engine/model/resident_source.h"
+#include "engine/model/stored_unit.h"
 
 namespace nj {
 namespace {
@@ -24,13 +25,15 @@ Result<std::unique_ptr<RandomAccessFile>> open_for_streaming(const std::string& 
   NJ_ASSIGN_OR_RETURN(auto file, open_random_access(path, IoMode::kPreferDirect));
   static std::atomic<bool> warned{false};
   if (!file->direct() && !warned.exchange(true))
-    spdlog::warn("O_DIRECT is refused for {}; reading model files through the page cache (slower, and "
-                 "the cache then competes with the memory budget)", path);
+    spdlog::warn(
+        "O_DIRECT is refused for {}; reading model files through the page cache (slower, and "
+        "the cache then competes with the memory budget)",
+        path);
   return file;
 }
 
-StreamingSource::StreamingSource(const CheckpointIndex& index, const ModelLayout& layout, const ResidencyPlan& plan,
-                                 StreamingOptions options)
+StreamingSource::StreamingSource(const CheckpointIndex& index, const ModelLayout& layout,
+                                 const ResidencyPlan& plan, StreamingOptions options)
     : index_(index), layout_(layout), plan_(plan), options_(std::move(options)) {}
 
 StreamingSource::~StreamingSource() {
@@ -41,23 +44,102 @@ const UnitLayout& StreamingSource::unit_layout(int u) const {
   return u == layout_.config().layers ? layout_.head().unit : layout_.layer(u).unit;
 }
 
-std::shared_ptr<ReadTicket> StreamingSource::read_unit_async(const UnitLayout& u, uint8_t* buffer, ReadPriority p) {
+std::shared_ptr<ReadTicket> StreamingSource::read_unit_async(const UnitLayout& u, uint8_t* buffer,
+                                                             ReadPriority p) {
   std::vector<ReadRequest> reqs;
-  for (const Extent& e : u.extents)
-    reqs.push_back(ReadRequest{files_[e.file].get(), e.file_offset, static_cast<size_t>(e.length), buffer + e.buffer_offset});
+  if (u.blocks.empty()) {
+    for (const Extent& e : u.extents)
+      reqs.push_back(ReadRequest{files_[e.file].get(), e.file_offset, static_cast<size_t>(e.length),
+                                 buffer + e.buffer_offset});
+    return pool_->submit(std::move(reqs), p);
+  }
+  // A lossless unit: one request per block, decoded into the buffer on the I/O thread.
+  const Extent& e = u.extents[0];
+  const AlignedBuffer& held = held_buf_[static_cast<size_t>(u.pack_unit)];
+  for (size_t k = 0; k < u.blocks.size(); ++k) {
+    const StoredBlock& b = u.blocks[k];
+    ReadRequest r;
+    r.offset = e.file_offset + b.stored_offset;
+    if (held.size()) {
+      r.src = held.data() + b.stored_offset;
+      r.length = b.stored_bytes;
+    } else {
+      r.file = files_[e.file].get();
+      r.length = align_up(b.stored_bytes, kDirectAlign);
+    }
+    r.consume = [this, &u, k, buffer](std::span<const uint8_t> bytes) {
+      return consume_block(u, k, bytes, buffer);
+    };
+    reqs.push_back(std::move(r));
+  }
   return pool_->submit(std::move(reqs), p);
 }
 
-Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const CheckpointIndex& index, const ModelLayout& layout,
-                                                               const ResidencyPlan& plan, StreamingOptions options) {
+Status StreamingSource::consume_block(const UnitLayout& u, size_t k,
+                                      std::span<const uint8_t> stored, uint8_t* buffer) {
+  auto& checked = block_verified_[static_cast<size_t>(u.pack_unit)];
+  bool verify;
+  {
+    std::lock_guard<std::mutex> lock(block_mu_);
+    verify = !checked[k];
+  }
+  NJ_RETURN_IF_ERROR(
+      decode_unit_block(u, k, stored, verify, files_[u.extents[0].file]->path(), buffer));
+  if (verify) {
+    std::lock_guard<std::mutex> lock(block_mu_);
+    checked[k] = true;
+  }
+  return Status();
+}
+
+void StreamingSource::count_unit_read_locked(int u) {
+  if (held_buf_[static_cast<size_t>(u)].size()) return;  // decoded from RAM: nothing read
+  const UnitLayout& ul = unit_layout(u);
+  (u == layout_.config().layers ? stats_.head_bytes_read : stats_.trunk_bytes_read) +=
+      unit_bytes_read(ul);
+  stats_.trunk_raw_bytes += ul.tensor_bytes;
+}
+
+Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const CheckpointIndex& index,
+                                                               const ModelLayout& layout,
+                                                               const ResidencyPlan& plan,
+                                                               StreamingOptions options) {
   std::unique_ptr<StreamingSource> s(new StreamingSource(index, layout, plan, std::move(options)));
   for (const auto& path : layout.file_paths(index)) {
     NJ_ASSIGN_OR_RETURN(auto file, s->options_.open_file(path));
     s->files_.push_back(std::move(file));
   }
-  s->pool_ = std::make_unique<ReadPool>(s->options_.io_threads, s->options_.chunk_bytes);
   const ModelConfig& c = layout.config();
   const int n = s->units();
+  // Lossless units: a staging buffer per I/O thread for the largest stored block, and the
+  // stored runs of the units the plan holds compressed (their blocks checked now).
+  size_t staging = 0;
+  s->block_verified_.resize(static_cast<size_t>(n));
+  s->held_buf_.resize(static_cast<size_t>(n));
+  for (int u = 0; u < n; ++u) {
+    const UnitLayout& ul = s->unit_layout(u);
+    for (const StoredBlock& b : ul.blocks)
+      staging = std::max<size_t>(staging, align_up(b.stored_bytes, kDirectAlign));
+    s->block_verified_[static_cast<size_t>(u)].assign(ul.blocks.size(), false);
+    if (!plan.held.empty() && plan.held[static_cast<size_t>(u)] && !ul.blocks.empty()) {
+      const Extent& e = ul.extents[0];
+      AlignedBuffer& held = s->held_buf_[static_cast<size_t>(u)];
+      held = AlignedBuffer(e.length);
+      NJ_RETURN_IF_ERROR(s->files_[e.file]->read_at(e.file_offset, held.data(), e.length));
+      for (size_t k = 0; k < ul.blocks.size(); ++k) {
+        const StoredBlock& b = ul.blocks[k];
+        NJ_RETURN_IF_ERROR(verify_unit_block(
+            ul, k, std::span<const uint8_t>(held.data() + b.stored_offset, b.stored_bytes),
+            s->files_[e.file]->path()));
+        s->block_verified_[static_cast<size_t>(u)][k] = true;
+      }
+      // Read once, at open (as pinned units are).
+      (u == c.layers ? s->stats_.head_bytes_read : s->stats_.trunk_bytes_read) +=
+          stored_block_bytes(ul);
+      s->stats_.trunk_raw_bytes += ul.tensor_bytes;
+    }
+  }
+  s->pool_ = std::make_unique<ReadPool>(s->options_.io_threads, s->options_.chunk_bytes, staging);
 
   s->verified_.assign(static_cast<size_t>(n), false);
   // Pinned units: read them all now, in parallel.
@@ -68,7 +150,8 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const CheckpointI
     if (!plan.pinned[static_cast<size_t>(u)]) continue;
     const UnitLayout& ul = s->unit_layout(u);
     s->pinned_buf_[static_cast<size_t>(u)] = AlignedBuffer(ul.buffer_bytes);
-    tickets.push_back(s->read_unit_async(ul, s->pinned_buf_[static_cast<size_t>(u)].data(), ReadPriority::kUrgent));
+    tickets.push_back(s->read_unit_async(ul, s->pinned_buf_[static_cast<size_t>(u)].data(),
+                                         ReadPriority::kUrgent));
   }
   for (auto& t : tickets) NJ_RETURN_IF_ERROR(t->wait());
   for (int u = 0; u < n; ++u) {
@@ -77,12 +160,11 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const CheckpointI
     NJ_RETURN_IF_ERROR(s->verify_locked(u, bytes));
     if (u == c.layers) {
       s->pinned_head_ = std::make_shared<HeadWeights>(materialize_head(c, layout.head(), bytes));
-      s->stats_.head_bytes_read += layout.head().unit.tensor_bytes;
     } else {
       s->pinned_layer_[static_cast<size_t>(u)] =
           std::make_shared<LayerWeights>(materialize_layer(c, layout.layer(u), bytes));
-      s->stats_.trunk_bytes_read += layout.layer(u).unit.tensor_bytes;
     }
+    s->count_unit_read_locked(u);
   }
   s->ring_.resize(static_cast<size_t>(plan.ring_slots));
   for (auto& slot : s->ring_) slot.buf = AlignedBuffer(plan.ring_slot_bytes);
@@ -92,7 +174,8 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const CheckpointI
   s->pending_.resize(static_cast<size_t>(c.layers));
   s->stats_.layer_hits.assign(static_cast<size_t>(c.layers), 0);
   s->stats_.layer_misses.assign(static_cast<size_t>(c.layers), 0);
-  s->embed_buf_ = AlignedBuffer(align_up(layout.embedding_row_bytes(), kDirectAlign) + kDirectAlign);
+  s->embed_buf_ =
+      AlignedBuffer(align_up(layout.embedding_row_bytes(), kDirectAlign) + kDirectAlign);
   return s;
 }
 
@@ -165,7 +248,8 @@ Result<int> StreamingSource::acquire_unit(int u) {
       for (size_t i = 0; i < ring_.size() && slot_index < 0; ++i)
         if (ring_[i].refs == 0) slot_index = static_cast<int>(i);
       if (slot_index < 0)
-        return internal_error("trunk ring exhausted: every slot is in use (a caller holds too many layers)");
+        return internal_error(
+            "trunk ring exhausted: every slot is in use (a caller holds too many layers)");
       TrunkSlot& slot = ring_[static_cast<size_t>(slot_index)];
       slot.unit = u;
       slot.layer_view.reset();
@@ -194,11 +278,13 @@ Result<int> StreamingSource::acquire_unit(int u) {
     }
   }
   if (u == c.layers && !slot.head_view) {
-    slot.head_view = std::make_shared<HeadWeights>(materialize_head(c, layout_.head(), slot.buf.data()));
-    stats_.head_bytes_read += layout_.head().unit.tensor_bytes;
+    slot.head_view =
+        std::make_shared<HeadWeights>(materialize_head(c, layout_.head(), slot.buf.data()));
+    count_unit_read_locked(u);
   } else if (u < c.layers && !slot.layer_view) {
-    slot.layer_view = std::make_shared<LayerWeights>(materialize_layer(c, layout_.layer(u), slot.buf.data()));
-    stats_.trunk_bytes_read += layout_.layer(u).unit.tensor_bytes;
+    slot.layer_view =
+        std::make_shared<LayerWeights>(materialize_layer(c, layout_.layer(u), slot.buf.data()));
+    count_unit_read_locked(u);
   }
   return slot_index;
 }
@@ -212,7 +298,8 @@ Result<std::shared_ptr<const LayerWeights>> StreamingSource::layer(int l) {
   if (plan_.pinned[static_cast<size_t>(l)]) return pinned_layer_[static_cast<size_t>(l)];
   NJ_ASSIGN_OR_RETURN(int slot, acquire_unit(l));
   std::shared_ptr<const LayerWeights> view = ring_[static_cast<size_t>(slot)].layer_view;
-  return std::shared_ptr<const LayerWeights>(view.get(), [this, slot, view](const LayerWeights*) { release_unit(slot); });
+  return std::shared_ptr<const LayerWeights>(
+      view.get(), [this, slot, view](const LayerWeights*) { release_unit(slot); });
 }
 
 Result<std::shared_ptr<const HeadWeights>> StreamingSource::head() {
@@ -220,7 +307,8 @@ Result<std::shared_ptr<const HeadWeights>> StreamingSource::head() {
   if (plan_.pinned[static_cast<size_t>(u)]) return pinned_head_;
   NJ_ASSIGN_OR_RETURN(int slot, acquire_unit(u));
   std::shared_ptr<const HeadWeights> view = ring_[static_cast<size_t>(slot)].head_view;
-  return std::shared_ptr<const HeadWeights>(view.get(), [this, slot, view](const HeadWeights*) { release_unit(slot); });
+  return std::shared_ptr<const HeadWeights>(
+      view.get(), [this, slot, view](const HeadWeights*) { release_unit(slot); });
 }
 
 void StreamingSource::will_need_layer(int l) {
@@ -251,7 +339,8 @@ void StreamingSource::issue_expert_locked(int b, int layer, int e) {
   buf.needed = true;
   buf.hit = false;
   where_[static_cast<size_t>(layer)][e] = b;
-  buf.ticket = read_unit_async(layout_.expert(layer, e).unit, buf.buf.data(), ReadPriority::kUrgent);
+  buf.ticket =
+      read_unit_async(layout_.expert(layer, e).unit, buf.buf.data(), ReadPriority::kUrgent);
 }
 
 // A buffer for a miss of `layer`: a free one, else the policy's pick among idle experts that
@@ -354,7 +443,8 @@ Result<std::shared_ptr<const ExpertWeights>> StreamingSource::expert(int l, int 
     stats_.expert_bytes_read += el.unit.tensor_bytes;
   }
   std::shared_ptr<const ExpertWeights> view = buf.view;
-  return std::shared_ptr<const ExpertWeights>(view.get(), [this, b, view](const ExpertWeights*) { release_expert(b); });
+  return std::shared_ptr<const ExpertWeights>(
+      view.get(), [this, b, view](const ExpertWeights*) { release_expert(b); });
 }
 
 void StreamingSource::release_expert(int b) {
@@ -391,8 +481,9 @@ Status StreamingSource::embed(std::span<const int32_t> ids, float* out) {
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= c.vocab)
-      return invalid_argument("token id " + std::to_string(ids[i]) + " is outside the vocabulary (0.." +
-                              std::to_string(c.vocab - 1) + ")");
+      return invalid_argument("token id " + std::to_string(ids[i]) +
+                              " is outside the vocabulary (0.." + std::to_string(c.vocab - 1) +
+                              ")");
     // One row per token, read as the aligned blocks that contain it.
     const uint64_t off = emb.info->offset + static_cast<uint64_t>(ids[i]) * row;
     const uint64_t begin = align_down(off, kDirectAlign);
@@ -408,7 +499,10 @@ Status StreamingSource::embed(std::span<const int32_t> ids, float* out) {
 WeightStats StreamingSource::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   WeightStats s = stats_;
-  s.read_s = pool_->counters().busy_s;
+  const ReadPoolCounters pool = pool_->counters();
+  s.read_s = pool.busy_s;
+  s.decoded_bytes = pool.consumed_bytes;
+  s.decode_s = pool.consume_s;
   return s;
 }
 

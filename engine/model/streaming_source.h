@@ -7,6 +7,9 @@
 // announces them (all of a layer's misses at once, as many as buffers allow), and a layer
 // keeps up to its planned number of idle experts as a cache (LRU by default). Reads go
 // through a ReadPool: O_DIRECT where the filesystem allows, chunked, urgent first.
+// Units of a lossless pack are read block by block and decoded into their ring slot on the
+// I/O threads; units the plan holds compressed keep their stored bytes in RAM and are
+// "read" from there the same way (no disk, decode only).
 #pragma once
 
 #include <deque>
@@ -26,14 +29,15 @@
 
 namespace nj {
 
-using FileOpener = std::function<Result<std::unique_ptr<RandomAccessFile>>(const std::string& path)>;
+using FileOpener =
+    std::function<Result<std::unique_ptr<RandomAccessFile>>(const std::string& path)>;
 
 // Opens with O_DIRECT where the filesystem allows it and says so (once) where it does not.
 Result<std::unique_ptr<RandomAccessFile>> open_for_streaming(const std::string& path);
 
 struct StreamingOptions {
-  int io_threads = 8;               // reads in flight: NVMe needs several to reach its rate
-  size_t chunk_bytes = 4u << 20;    // one read; large enough for full-speed transfers
+  int io_threads = kDefaultIoThreads;  // reads in flight: NVMe needs several to reach its rate
+  size_t chunk_bytes = 4u << 20;       // one read; large enough for full-speed transfers
   FileOpener open_file = open_for_streaming;  // tests inject faults here
   std::shared_ptr<const ExpertCachePolicy> policy = std::make_shared<LruExpertPolicy>();
 };
@@ -42,8 +46,10 @@ class StreamingSource final : public WeightSource {
  public:
   // Opens the files, allocates the plan's buffers and reads the pinned units. `index`,
   // `layout` and `plan` must outlive the source.
-  static Result<std::unique_ptr<StreamingSource>> open(const CheckpointIndex& index, const ModelLayout& layout,
-                                                       const ResidencyPlan& plan, StreamingOptions options = {});
+  static Result<std::unique_ptr<StreamingSource>> open(const CheckpointIndex& index,
+                                                       const ModelLayout& layout,
+                                                       const ResidencyPlan& plan,
+                                                       StreamingOptions options = {});
   ~StreamingSource() override;
 
   const ModelLayout& layout() const override { return layout_; }
@@ -75,11 +81,16 @@ class StreamingSource final : public WeightSource {
     uint64_t last_use = 0, uses = 0;
   };
 
-  StreamingSource(const CheckpointIndex& index, const ModelLayout& layout, const ResidencyPlan& plan,
-                  StreamingOptions options);
+  StreamingSource(const CheckpointIndex& index, const ModelLayout& layout,
+                  const ResidencyPlan& plan, StreamingOptions options);
   int units() const { return static_cast<int>(plan_.pinned.size()); }
   const UnitLayout& unit_layout(int u) const;
   std::shared_ptr<ReadTicket> read_unit_async(const UnitLayout& u, uint8_t* buffer, ReadPriority p);
+  // Checks (once per process) and decodes block k of a lossless trunk unit. I/O threads.
+  Status consume_block(const UnitLayout& u, size_t k, std::span<const uint8_t> stored,
+                       uint8_t* buffer);
+  // Counts a trunk unit's bytes as read (nothing for one held in RAM). REQUIRES: mu_ held.
+  void count_unit_read_locked(int u);
   // Acquires trunk unit u (waits for its bytes); returns the slot index, or -1 if pinned.
   Result<int> acquire_unit(int u);
   void release_unit(int slot);
@@ -110,7 +121,10 @@ class StreamingSource final : public WeightSource {
   std::vector<std::unordered_map<int, int>> where_;  // [layer]: expert → buffer
   std::vector<std::deque<int>> pending_;             // [layer]: announced, not yet issued
   uint64_t tick_ = 0;
-  std::vector<bool> verified_;  // [units]: packed unit checked in this process
+  std::vector<bool> verified_;           // [units]: packed unit checked in this process
+  std::vector<AlignedBuffer> held_buf_;  // [units]: stored run of a unit held compressed
+  std::mutex block_mu_;
+  std::vector<std::vector<bool>> block_verified_;  // [units][block]: checked in this process
   AlignedBuffer embed_buf_;
   WeightStats stats_;
 };
