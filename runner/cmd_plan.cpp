@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <spdlog/spdlog.h>
-#include "engine/model/checkpoint_index.h"
+#include "engine/model/tensor_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
 
@@ -27,7 +27,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
   struct Args {
     std::string model, memory, output = "text";
     double bandwidth = 2.6, decode_gbps = PlanOptions{}.decode_gbps;
-    int prefill_chunk = 64, max_context = 4096, io_threads = kDefaultIoThreads;
+    int prefill_chunk = kDefaultPrefillChunk, max_context = 4096, batch = 1, io_threads = kDefaultIoThreads;
     bool all_logits = false, no_pack = false;
     std::string routing_profile, pack_dir, pin_compressed = "auto";
   };
@@ -42,9 +42,12 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
                   "Disk read bandwidth in GB/s for the prediction (default 2.6; "
                   "`nightjar doctor` measures it)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--prefill-chunk", a->prefill_chunk, "As for generate (default 64)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--max-context", a->max_context, "Positions of state to reserve (default 4096)")
+  sub->add_option("--prefill-chunk", a->prefill_chunk, "As for generate")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--max-context", a->max_context, "Positions of state to reserve (default 4096)")->check(CLI::PositiveNumber);
+  sub->add_option("--batch", a->batch,
+                  "Sequences decoding together: the budget holds their states and the activations of their "
+                  "passes; predictions are per step of the batch and per token")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub->add_flag("--all-logits", a->all_logits, "Plan for `logits` (keeps every position's logits)");
   sub->add_option(
@@ -83,6 +86,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
     po.prefill_chunk = a->prefill_chunk;
     po.max_context = a->max_context;
     po.all_logits = a->all_logits;
+    po.batch = a->batch;
     RoutingProfile routing;
     if (!a->routing_profile.empty()) {
       auto text = read_small_file(a->routing_profile);
@@ -99,8 +103,13 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
         // Still say what the minimum is, machine-readably.
         auto min_plan = plan_residency(layout, 0, po);
         if (min_plan.ok()) {
+          PlanOptions one = po;
+          one.batch = 1;
+          auto one_plan = plan_residency(layout, budget, one);
           print_json({{"error", plan.status().message()},
-                      {"min_memory_bytes", min_plan->min_memory_bytes}});
+                      {"batch", po.batch},
+                      {"min_memory_bytes", min_plan->min_memory_bytes},
+                      {"max_batch", one_plan.ok() ? one_plan->max_batch : 0}});
         }
       }
       return report_failure(plan.status());

@@ -21,7 +21,7 @@ struct ModelArgs {
   std::string model;       // --model DIR
   int threads = 0;         // --threads N; 0 = all cores
   std::string simd;        // --simd LEVEL; empty = detected (or NIGHTJAR_SIMD)
-  int prefill_chunk = 64;  // --prefill-chunk N
+  int prefill_chunk = kDefaultPrefillChunk;  // --prefill-chunk N
   std::string memory;      // --memory SIZE; empty = everything resident
   int max_context =
       0;  // --max-context N: positions the budget reserves state for; 0 = what the command needs
@@ -42,6 +42,7 @@ struct RunShape {
   int context = 0;
   int longest_feed = 0;
   bool all_logits = false;
+  int batch = 1;  // sequences decoding together
 };
 
 // The ModelOptions the flags describe for a run of `shape`: the budget reserves sequence
@@ -52,6 +53,10 @@ Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape)
 // Adds --pin-compressed auto|yes|no (lossless packs: keep trunk units compressed in RAM).
 void add_pin_compressed_option(CLI::App& sub, std::string& value);
 Result<PinCompressed> parse_pin_compressed(const std::string& value);
+
+// The largest batch the --memory budget holds for runs of `shape` (from the model's headers;
+// no weights are read). ResourceExhausted when not even one sequence fits.
+Result<int> max_batch_for(const ModelArgs& args, const RunShape& shape);
 
 // Adds --threads and --simd only (for `run`, whose models and budgets come from the jobs).
 void add_compute_options(CLI::App& sub, ModelArgs& args);

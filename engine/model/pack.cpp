@@ -103,7 +103,7 @@ std::string read_blocks(const nlohmann::json& jblocks, uint64_t length, uint64_t
 
 }  // namespace
 
-Result<bool> use_trunk_pack(Env& env, const std::string& dir, const CheckpointIndex& index,
+Result<bool> use_trunk_pack(Env& env, const std::string& dir, const TensorIndex& index,
                             ModelLayout* layout, uint32_t pack_file_id, std::string* reason) {
   const std::string manifest_path = dir + "/" + kPackManifest;
   if (!env.exists(manifest_path)) return false;

@@ -51,7 +51,7 @@ std::vector<std::vector<uint8_t>> encode_run(const std::string& run, size_t bloc
 
 }  // namespace
 
-Result<PackStats> write_trunk_pack(Env& env, const CheckpointIndex& index,
+Result<PackStats> write_trunk_pack(Env& env, const TensorIndex& index,
                                    const ModelLayout& layout_in, const std::string& out_dir,
                                    const PackOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -1,15 +1,18 @@
 // The residency planner: turns a memory budget into where every weight byte lives.
 //
-// Per decoded token the model reads every trunk unit (each layer's non-expert tensors, and
-// the head: final norms and lm_head) and top_k routed experts per MoE layer. Memory can hold
-// some of that between tokens. Pinning a trunk unit saves its whole size per token for its
-// size in memory (1 byte saved per byte held); an expert-cache slot saves an expert only
-// when the router picks it again (top_k / num_experts per byte held, for uniform routing).
+// Per decode step the model reads every trunk unit (each layer's non-expert tensors, and
+// the head: final norms and lm_head) once for the whole batch, and per MoE layer the union
+// of the experts its rows route to (top_k for one sequence). Memory can hold some of that
+// between steps. Pinning a trunk unit saves its whole size per step for its size in memory
+// (1 byte saved per byte held); an expert-cache slot saves an expert only when the router
+// picks it again (about distinct / num_experts per byte held, for uniform routing).
 // So the plan fills the budget in that order:
-//   1. the minimum: sequence state and scratch, a ring of two buffers the size of the
-//      largest trunk unit (the next unit is read while one computes) and two expert
-//      buffers (one reads while one computes): below it the disk would sit idle;
-//   2. more expert buffers, up to top_k, so that a layer's misses are all read at once;
+//   1. the minimum: the batch's sequence states and the activations of its largest pass, a
+//      ring of two buffers the size of the largest trunk unit (the next unit is read while
+//      one computes) and two expert buffers (one reads while one computes): below it the
+//      disk would sit idle;
+//   2. more expert buffers, up to the experts one decode step of the batch needs
+//      (min(E, batch x top_k)), so that a layer's misses are all read at once;
 //   3. trunk units kept in memory: pinned (decoded), or, from a lossless pack, held as
 //      their stored bytes and decoded on each use (trunk_residency.h chooses, by predicted
 //      seconds saved per byte; without a lossless pack: pinned, largest first, since
@@ -27,6 +30,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/io/read_pool.h"
+#include "engine/model/activations.h"
+#include "engine/model/batch.h"
 #include "engine/model/layout.h"
 #include "engine/model/trunk_residency.h"
 #include "engine/moe/routing_profile.h"
@@ -35,11 +40,15 @@
 namespace nj {
 
 struct PlanOptions {
-  int prefill_chunk = 64;  // as SessionOptions: scratch grows with it
+  int prefill_chunk = kDefaultPrefillChunk;  // as SessionOptions: activations grow with it
   int max_context =
       4096;  // positions of MLA cache reserved (the state grows 55 KB/position for K3)
-  bool all_logits = false;  // `logits` keeps [chunk][vocab] rows
-  int sequence_states = 1;  // sequence states held at once (a classification keeps the state
+  bool all_logits = false;  // a pass keeps logits for every row it computes
+  // Sequences decoding together (one row each per decode pass). The budget holds a state
+  // for each and activations for a pass of max(prefill_chunk, batch) rows; the
+  // predictions are per step of the whole batch.
+  int batch = 1;
+  int sequence_states = 1;  // states held per sequence (a classification keeps the state
                             // after its prompt while it scores labels that share tokens: 2)
   int ring_slots = 2;       // trunk units in memory at once when streaming: one computes while the
                             // others read (2 is the least that overlaps; more reads further ahead)
@@ -72,8 +81,11 @@ struct ResidencyPlan {
   uint64_t expert_buffer_bytes = 0;
   std::vector<int> expert_cache_slots;  // [layers]: idle experts a layer may keep (0 for dense)
 
-  uint64_t state_bytes = 0;    // sequence_states x the sequence state at max_context
-  uint64_t scratch_bytes = 0;  // session scratch at prefill_chunk
+  int batch = 1;               // sequences per decode pass
+  int rows_per_pass = 1;       // the most rows a pass carries (activations are sized for it)
+  int max_batch = 0;           // the largest batch this budget holds (0: not even one)
+  uint64_t state_bytes = 0;    // batch x sequence_states x the sequence state at max_context
+  uint64_t scratch_bytes = 0;  // the activations of a pass (activations.h), kernels' scratch
   uint64_t staging_bytes = 0;  // lossless: one stored block per I/O thread (0 otherwise)
   uint64_t pinned_bytes = 0;
   uint64_t held_bytes = 0;
@@ -84,7 +96,17 @@ struct ResidencyPlan {
            expert_pool_bytes;
   }
 
-  // Per decoded token, at steady state.
+  // Per decode step of the whole batch (one token for each of `batch` sequences), at
+  // steady state: every streamed trunk unit once, and the experts the step's rows need
+  // (under uniform routing, a layer's batch of B rows needs E·(1 − (1 − k/E)^B) distinct
+  // experts), less what the cache holds.
+  uint64_t predicted_trunk_bytes_per_step = 0;
+  uint64_t predicted_expert_bytes_per_step = 0;
+  uint64_t predicted_bytes_per_step() const {
+    return predicted_trunk_bytes_per_step + predicted_expert_bytes_per_step;
+  }
+  double predicted_distinct_experts = 0;  // per MoE layer per decode step
+  // Per decoded token: a step's bytes shared by the batch's sequences.
   uint64_t predicted_trunk_bytes_per_token = 0;
   uint64_t predicted_expert_bytes_per_token = 0;
   uint64_t predicted_bytes_per_token() const {
@@ -93,12 +115,14 @@ struct ResidencyPlan {
   double predicted_expert_hit_rate = 0;  // mean over MoE layers
   bool routing_profile_used = false;
   double bandwidth_gbps = 0;
-  double predicted_seconds_per_token = 0;  // the I/O floor: bytes / bandwidth
-  // Lossless packs: bytes decoded per token (streamed and held units) and their time at
+  double predicted_seconds_per_step = 0;   // the I/O floor: a step's bytes / bandwidth
+  double predicted_seconds_per_token = 0;  // per sequence's token: the step's floor / batch
+  double predicted_tokens_per_second = 0;  // all sequences together
+  // Lossless packs: bytes decoded per step (streamed and held units) and their time at
   // decode_gbps on one thread (overlapped with reads and compute as far as cores allow).
-  uint64_t predicted_decode_bytes_per_token = 0;
+  uint64_t predicted_decode_bytes_per_step = 0;
   double decode_gbps = 0;
-  double predicted_decode_seconds_per_token = 0;
+  double predicted_decode_seconds_per_step = 0;
 
   nlohmann::json to_json() const;
   std::string to_text() const;
@@ -107,8 +131,17 @@ struct ResidencyPlan {
 // Bytes of sequence state (KDA S + conv history, MLA cache at max_context, last logits).
 uint64_t sequence_state_bytes(const ModelConfig& c, int max_context);
 
-// Plans `budget_bytes` (0 = everything resident). ResourceExhausted naming the minimum when
-// the budget is below it.
+// The activation shape of the passes `o` describes (rows = max(prefill_chunk, batch)).
+ActivationShape planned_activation_shape(const PlanOptions& o);
+
+// The smallest budget a batch of `batch` sequences runs in with options `o`.
+uint64_t min_memory_for_batch(const ModelLayout& layout, const PlanOptions& o, int batch);
+
+// Expected distinct experts among `rows` rows routed uniformly to top_k of num_experts.
+double expected_distinct_experts(int num_experts, int top_k, int rows);
+
+// Plans `budget_bytes` (0 = everything resident). ResourceExhausted naming the minimum, and
+// the largest batch that would fit, when the budget is below it.
 Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget_bytes,
                                      const PlanOptions& options);
 

@@ -3,41 +3,38 @@
 // It follows a ResidencyPlan: pinned trunk units are read once at open; the others cycle
 // through a ring of buffers in the order the forward pass uses them (layers 0..L-1, the
 // head, then layer 0 of the next pass), the next unit always being read while the current
-// one computes. Routed experts are read into a pool of one-expert buffers when the router
-// announces them (all of a layer's misses at once, as many as buffers allow), and a layer
-// keeps up to its planned number of idle experts as a cache (LRU by default). Reads go
+// one computes. Routed experts come from an ExpertCache (engine/moe/expert_cache.h): a pool
+// of one-expert buffers read when the router announces them, of which each layer keeps up
+// to its planned number of idle experts. Reads go
 // through a ReadPool: O_DIRECT where the filesystem allows, chunked, urgent first.
 // Units of a lossless pack are read block by block and decoded into their ring slot on the
 // I/O threads; units the plan holds compressed keep their stored bytes in RAM and are
 // "read" from there the same way (no disk, decode only).
 #pragma once
 
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/io/file.h"
 #include "engine/io/read_pool.h"
-#include "engine/model/checkpoint_index.h"
+#include "engine/model/tensor_index.h"
 #include "engine/model/planner.h"
 #include "engine/model/weight_source.h"
 #include "engine/moe/expert_cache.h"
 
 namespace nj {
 
-using FileOpener =
-    std::function<Result<std::unique_ptr<RandomAccessFile>>(const std::string& path)>;
+using FileOpener = std::function<Result<std::unique_ptr<RandomAccessFile>>(const std::string& path)>;
 
 // Opens with O_DIRECT where the filesystem allows it and says so (once) where it does not.
 Result<std::unique_ptr<RandomAccessFile>> open_for_streaming(const std::string& path);
 
 struct StreamingOptions {
   int io_threads = kDefaultIoThreads;  // reads in flight: NVMe needs several to reach its rate
-  size_t chunk_bytes = 4u << 20;       // one read; large enough for full-speed transfers
+  size_t chunk_bytes = 4u << 20;    // one read; large enough for full-speed transfers
   FileOpener open_file = open_for_streaming;  // tests inject faults here
   std::shared_ptr<const ExpertCachePolicy> policy = std::make_shared<LruExpertPolicy>();
 };
@@ -46,10 +43,8 @@ class StreamingSource final : public WeightSource {
  public:
   // Opens the files, allocates the plan's buffers and reads the pinned units. `index`,
   // `layout` and `plan` must outlive the source.
-  static Result<std::unique_ptr<StreamingSource>> open(const CheckpointIndex& index,
-                                                       const ModelLayout& layout,
-                                                       const ResidencyPlan& plan,
-                                                       StreamingOptions options = {});
+  static Result<std::unique_ptr<StreamingSource>> open(const TensorIndex& index, const ModelLayout& layout,
+                                                       const ResidencyPlan& plan, StreamingOptions options = {});
   ~StreamingSource() override;
 
   const ModelLayout& layout() const override { return layout_; }
@@ -70,25 +65,13 @@ class StreamingSource final : public WeightSource {
     std::shared_ptr<const HeadWeights> head_view;
     int refs = 0;
   };
-  struct ExpertBuf {
-    AlignedBuffer buf;
-    int layer = -1, expert = -1;  // -1: free
-    std::shared_ptr<ReadTicket> ticket;
-    std::shared_ptr<const ExpertWeights> view;
-    int refs = 0;
-    bool needed = false;  // announced for the layer now computing, not yet acquired
-    bool hit = false;     // was resident when announced
-    uint64_t last_use = 0, uses = 0;
-  };
-
-  StreamingSource(const CheckpointIndex& index, const ModelLayout& layout,
-                  const ResidencyPlan& plan, StreamingOptions options);
+  StreamingSource(const TensorIndex& index, const ModelLayout& layout, const ResidencyPlan& plan,
+                  StreamingOptions options);
   int units() const { return static_cast<int>(plan_.pinned.size()); }
   const UnitLayout& unit_layout(int u) const;
   std::shared_ptr<ReadTicket> read_unit_async(const UnitLayout& u, uint8_t* buffer, ReadPriority p);
   // Checks (once per process) and decodes block k of a lossless trunk unit. I/O threads.
-  Status consume_block(const UnitLayout& u, size_t k, std::span<const uint8_t> stored,
-                       uint8_t* buffer);
+  Status consume_block(const UnitLayout& u, size_t k, std::span<const uint8_t> stored, uint8_t* buffer);
   // Counts a trunk unit's bytes as read (nothing for one held in RAM). REQUIRES: mu_ held.
   void count_unit_read_locked(int u);
   // Acquires trunk unit u (waits for its bytes); returns the slot index, or -1 if pinned.
@@ -96,16 +79,12 @@ class StreamingSource final : public WeightSource {
   void release_unit(int slot);
   void prefetch_after_locked(int u);
   int next_streamed(int u) const;
-  int obtain_expert_buffer_locked(int layer);
-  void pump_locked(int layer);
-  void issue_expert_locked(int b, int layer, int e);
-  void release_expert(int b);
   Status verify_locked(int u, const uint8_t* bytes);
   // Waits for a read the caller needs now (moving it to the urgent queue); counts the wait.
   // REQUIRES: mu_ not held.
   Status await(const std::shared_ptr<ReadTicket>& ticket);
 
-  const CheckpointIndex& index_;
+  const TensorIndex& index_;
   const ModelLayout& layout_;
   const ResidencyPlan& plan_;
   StreamingOptions options_;
@@ -117,11 +96,8 @@ class StreamingSource final : public WeightSource {
   std::vector<std::shared_ptr<const LayerWeights>> pinned_layer_;
   std::shared_ptr<const HeadWeights> pinned_head_;
   std::vector<TrunkSlot> ring_;
-  std::vector<ExpertBuf> experts_;
-  std::vector<std::unordered_map<int, int>> where_;  // [layer]: expert → buffer
-  std::vector<std::deque<int>> pending_;             // [layer]: announced, not yet issued
-  uint64_t tick_ = 0;
-  std::vector<bool> verified_;           // [units]: packed unit checked in this process
+  std::unique_ptr<ExpertCache> experts_;
+  std::vector<bool> verified_;  // [units]: packed unit checked in this process
   std::vector<AlignedBuffer> held_buf_;  // [units]: stored run of a unit held compressed
   std::mutex block_mu_;
   std::vector<std::vector<bool>> block_verified_;  // [units][block]: checked in this process

@@ -15,7 +15,7 @@
 #include "engine/codec/block_decoder.h"
 #include "engine/codec/block_encoder.h"
 #include "engine/codec/block_format.h"
-#include "engine/model/checkpoint_index.h"
+#include "engine/model/tensor_index.h"
 #include "tests/unit/model/test_models.h"
 
 namespace nj {
@@ -79,7 +79,7 @@ uint16_t bf16_of(float f) {
 // The BF16 tensors of the reference generator's golden model (tests/reference/make_model.py).
 std::vector<uint8_t> reference_bf16_weights() {
   const std::string dir = testing::golden_dir("tiny-bf16-flat");
-  auto index = CheckpointIndex::open(dir);
+  auto index = TensorIndex::open(dir);
   REQUIRE(index.ok());
   const std::string bytes = testing::read_all(dir + "/model.safetensors");
   std::vector<uint8_t> out;

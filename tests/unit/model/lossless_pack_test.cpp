@@ -99,7 +99,7 @@ uint64_t minimum(const std::string& dir, const Variant& v, const ModelOptions& o
 Status pack_into(const std::string& model_dir, const std::string& out, const PackOptions& options) {
   std::filesystem::create_directories(out);
   NJ_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(model_dir));
-  NJ_ASSIGN_OR_RETURN(CheckpointIndex index, CheckpointIndex::open(model_dir));
+  NJ_ASSIGN_OR_RETURN(TensorIndex index, TensorIndex::open(model_dir));
   NJ_ASSIGN_OR_RETURN(ModelLayout layout, ModelLayout::build(c, index));
   return write_trunk_pack(*Env::posix(), index, layout, out, options).status();
 }
@@ -208,7 +208,7 @@ struct LosslessPack {
   }
   std::string reason() {
     auto config = load_model_config(model);
-    auto index = CheckpointIndex::open(model);
+    auto index = TensorIndex::open(model);
     REQUIRE(index.ok());
     auto layout = ModelLayout::build(*config, *index);
     REQUIRE(layout.ok());
@@ -334,8 +334,8 @@ TEST_CASE(
   const Run pinned = run(p.model, options_for(never, budget, 8), {3, 7, 11}, 2);
   REQUIRE(pinned.status.ok());
   CHECK(pinned.plan.held_bytes == 0);
-  CHECK(held.plan.predicted_trunk_bytes_per_token <= pinned.plan.predicted_trunk_bytes_per_token);
-  CHECK(held.plan.predicted_decode_bytes_per_token > 0);
+  CHECK(held.plan.predicted_trunk_bytes_per_step <= pinned.plan.predicted_trunk_bytes_per_step);
+  CHECK(held.plan.predicted_decode_bytes_per_step > 0);
 }
 
 TEST_CASE(
