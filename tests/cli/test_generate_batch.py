@@ -32,7 +32,8 @@ PROMPTS = [
     {"id": "f", "prompt": "Hello", "max_tokens": 0},
     {"id": "g", "prompt_ids": [42, 42, 42, 42, 42, 42, 42], "temperature": 0.7, "seed": 99, "max_tokens": 5},
 ]
-FLAGS = ["--max-tokens", "6", "--top-k", "20", "--top-p", "0.95"]
+DEFAULTS = {"max_tokens": 6, "top_k": 20, "top_p": 0.95}
+FLAGS = [a for k, v in DEFAULTS.items() for a in ("--" + k.replace("_", "-"), str(v))]
 
 
 def write_prompts(path, prompts):
@@ -44,14 +45,15 @@ def write_prompts(path, prompts):
 
 def solo(p, extra):
     """What `generate` gives one prompt alone."""
-    args = ["generate", "--model", MODEL, "--output", "json", *FLAGS, *extra]
+    args = ["generate", "--model", MODEL, "--output", "json", *extra]
     if "prompt_ids" in p:
         args += ["--prompt-ids", ",".join(map(str, p["prompt_ids"]))]
     else:
         args += ["--prompt", p["prompt"]]
-    for k in ("max_tokens", "temperature", "seed"):
-        if k in p:
-            args += ["--" + k.replace("_", "-"), str(p[k])]
+    settings = dict(DEFAULTS)
+    settings.update({k: p[k] for k in ("max_tokens", "temperature", "seed") if k in p})
+    for k, v in settings.items():
+        args += ["--" + k.replace("_", "-"), str(v)]
     return json.loads(nightjar(*args).stdout)
 
 
