@@ -8,7 +8,7 @@
 //   header       := type:u8 reserved:u8[3] (zero) raw_bytes:u32       8 bytes
 //   payload      := raw-payload | bf16-payload                         by type
 //   raw-payload  := bytes:u8[raw_bytes]                                type 0
-//   bf16-payload := freq:u16[16] exponent:u8[16] state:u32[64]         type 1
+//   bf16-payload := freq:u16[16] exponent:u8[16] state:u32[128]         type 1
 //                   word_count:u32 escape_count:u32
 //                   sign_mantissa:u8[n] words:u16[word_count] escapes:u8[escape_count]
 //
@@ -22,7 +22,7 @@
 //   * freq[s] is symbol s's share of kProbScale (4096) slots; they sum to exactly 4096. The
 //     slots are laid out by the alias table (alias_table.h): 16 buckets of 256 slots, each
 //     shared by at most two symbols, so a decoder looks a slot up in registers.
-//   * kLanes (64) coders run interleaved: value i belongs to lane i % 64, and values are
+//   * kLanes (128) coders run interleaved: value i belongs to lane i % 128, and values are
 //     decoded in order i = 0, 1, ..., n-1. Lane j starts from state[j] (2^16 <= x < 2^32).
 //     Decoding value i from state x:
 //         slot = x & 4095;  (s, delta) = alias lookup of slot;
