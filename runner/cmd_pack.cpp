@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/io/env.h"
-#include "engine/model/tensor_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
 #include "engine/model/model.h"
 #include "engine/model/pack.h"
+#include "engine/model/tensor_index.h"
 #include "engine/util/units.h"
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
@@ -28,8 +28,7 @@ void add_pack_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
   CLI::App* sub = app.add_subcommand(
       "pack",
       "Write a packed trunk: each layer's non-expert tensors as one aligned run (experts stay in "
-      "the "
-      "shards), by default compressed losslessly. The engine then uses it automatically");
+      "the shards), by default compressed losslessly. The engine then uses it automatically");
   sub->add_option("model", a->model, "Model directory")->required();
   sub->add_option("--out", a->out,
                   "Where to write it (default: the model directory; elsewhere, pass --pack DIR "

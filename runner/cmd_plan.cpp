@@ -55,8 +55,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
       "Predict the expert cache from this measured routing (generate --save-routing-profile)");
   sub->add_option("--decode-gbps", a->decode_gbps,
                   "Lossless pack: decode rate of one I/O thread in GB/s for the prediction and the "
-                  "choice of "
-                  "units held compressed (default 8)")
+                  "choice of units held compressed (default 8)")
       ->check(CLI::PositiveNumber);
   add_pin_compressed_option(*sub, a->pin_compressed);
   sub->add_option("--io-threads", a->io_threads,

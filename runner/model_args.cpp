@@ -51,8 +51,8 @@ void add_pin_compressed_option(CLI::App& sub, std::string& value) {
   sub.add_option(
          "--pin-compressed", value,
          "Lossless pack under --memory: keep trunk units in RAM compressed (decoded on each use) "
-         "where "
-         "the planner predicts it pays (auto, the default), wherever they fit (yes), or never (no)")
+         "where the planner predicts it pays (auto, the default), wherever they fit (yes), or "
+         "never (no)")
       ->check(CLI::IsMember({"auto", "yes", "no"}));
 }
 

@@ -51,9 +51,8 @@ std::vector<std::vector<uint8_t>> encode_run(const std::string& run, size_t bloc
 
 }  // namespace
 
-Result<PackStats> write_trunk_pack(Env& env, const TensorIndex& index,
-                                   const ModelLayout& layout_in, const std::string& out_dir,
-                                   const PackOptions& options) {
+Result<PackStats> write_trunk_pack(Env& env, const TensorIndex& index, const ModelLayout& layout_in,
+                                   const std::string& out_dir, const PackOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   if (options.block_raw_bytes == 0 || options.block_raw_bytes > kMaxBlockRawBytes ||
       options.block_raw_bytes % 2)

@@ -104,7 +104,9 @@ Status pack_into(const std::string& model_dir, const std::string& out, const Pac
   return write_trunk_pack(*Env::posix(), index, layout, out, options).status();
 }
 
-std::vector<SimdLevel> levels() {
+// Every level this CPU runs, or only the detected one.
+std::vector<SimdLevel> levels(bool every_level) {
+  if (!every_level) return {detect_simd_level()};
   std::vector<SimdLevel> v;
   for (SimdLevel l : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512})
     if (l <= detect_simd_level()) v.push_back(l);
@@ -112,11 +114,11 @@ std::vector<SimdLevel> levels() {
 }
 
 // Runs the model with no pack, a raw pack and a lossless pack (streamed, and held in RAM
-// where they fit) at each multiple of each variant's minimum, on every SIMD level, and
-// checks every run against the all-resident run from the shards.
+// where they fit) at each multiple of each variant's minimum, on every SIMD level (or the
+// detected one), and checks every run against the all-resident run from the shards.
 void check_identical(const std::string& model_dir, size_t block_raw_bytes,
                      const std::vector<int32_t>& prompt, int steps,
-                     const std::vector<double>& multiples) {
+                     const std::vector<double>& multiples, bool every_level = true) {
   TempDir packs;
   const std::string raw_dir = packs.file("raw"), lossless_dir = packs.file("lossless");
   REQUIRE(pack_into(model_dir, raw_dir, {PackCodec::kRaw}).ok());
@@ -133,7 +135,7 @@ void check_identical(const std::string& model_dir, size_t block_raw_bytes,
       {"lossless pack, planner's choice", lossless_dir, PinCompressed::kAuto}};
   const SimdLevel best = detect_simd_level();
   bool held_somewhere = false, streamed_lossless = false;
-  for (SimdLevel level : levels()) {
+  for (SimdLevel level : levels(every_level)) {
     REQUIRE(force_simd_level(level).ok());
     for (const Variant& v : variants) {
       const uint64_t min = minimum(model_dir, v, options_for(v, 0, context));
@@ -179,10 +181,24 @@ TEST_CASE(
   }
 }
 
+// The 230 MB model: the default suite runs the detected SIMD level at 1x and 6x the
+// minimum; `-L large` every level at 1x, 2x and 6x.
+TEST_CASE(
+    "tokens and logits are identical with no pack, a raw and a lossless pack, at 1x and 6x the "
+    "minimum (a 230 MB model)",
+    "[engine][pack][lossless][model-small]") {
+  const std::string dir =
+      std::string(NJ_TEST_MODELS_DIR) + "/small";  // ctest fixture make_model_small
+  REQUIRE(std::filesystem::exists(dir + "/config.json"));
+  const std::vector<int32_t> prompt = {1, 2, 3, 500, 1000, 4000, 7, 9, 11, 13, 4095, 17};
+  check_identical(dir, PackOptions{}.block_raw_bytes, prompt, 4, {1.0, 6.0},
+                  /*every_level=*/false);
+}
+
 TEST_CASE(
     "tokens and logits are identical with no pack, a raw and a lossless pack, at 1x, 2x and 6x the "
     "minimum, on every SIMD level (a 230 MB model)",
-    "[engine][pack][lossless][model-small]") {
+    "[engine][pack][lossless][model-small-large]") {
   const std::string dir =
       std::string(NJ_TEST_MODELS_DIR) + "/small";  // ctest fixture make_model_small
   REQUIRE(std::filesystem::exists(dir + "/config.json"));
