@@ -2,13 +2,15 @@
 # Issue 15's benchmark: the lossless trunk against the raw one, all in the same run.
 #   1. stored / raw for the trunk (the lossless pack's manifest, 4 KiB padding included);
 #   2. decode GB/s on one core (output bytes) against a memcpy probe (codec_bench);
-#   3. for each budget, cold cache: a sequential O_DIRECT probe of the raw pack file (the
-#      I/O floor's bandwidth), then decodes from the raw pack and from the lossless pack
-#      (the planner choosing which units to hold compressed, then never and always), each
-#      giving median seconds per token and trunk bytes read per token, with ratios to raw.
+#   3. for each budget, --rounds times, cold cache: a sequential O_DIRECT probe of the raw
+#      pack file (the I/O floor's bandwidth), then decodes from the raw pack and from the
+#      lossless pack (the planner choosing which units to hold compressed, then never and
+#      always), each giving median seconds per token and trunk bytes read per token. The
+#      table gives each variant's median over the rounds and the median of its per-round
+#      ratios to the raw pack (this host is shared: single runs swing by tens of percent).
 # Optionally (--kimi ...) kimi-k3-in-c's raw and lossless trunks on the same model and
 # budget, after the same probe. The machine's load (uptime) is printed before and after.
-#   tests/bench/run_lossless_bench.sh [--model DIR] [--packs DIR] [--tokens N]
+#   tests/bench/run_lossless_bench.sh [--model DIR] [--packs DIR] [--tokens N] [--rounds N]
 #       [--budgets "420MiB 1GiB 2GiB"] [--kimi K3_BIN --kimi-raw DIR --kimi-lossless DIR]
 # --model defaults to build/bench-models/bench-8g (../shared/tools/make_bench_ckpt.py);
 # packs are written under --packs (default build/bench-packs) when missing. Needs a build
@@ -19,6 +21,7 @@ cd "$(dirname "$0")/../.."
 model=build/bench-models/bench-8g
 packs=build/bench-packs
 tokens=6
+rounds=3
 budgets="420MiB 1GiB 2GiB"
 kimi="" kimi_raw="" kimi_lossless=""
 while [ $# -gt 0 ]; do
@@ -26,11 +29,12 @@ while [ $# -gt 0 ]; do
     --model) model=$2; shift 2 ;;
     --packs) packs=$2; shift 2 ;;
     --tokens) tokens=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     --budgets) budgets=$2; shift 2 ;;
     --kimi) kimi=$2; shift 2 ;;
     --kimi-raw) kimi_raw=$2; shift 2 ;;
     --kimi-lossless) kimi_lossless=$2; shift 2 ;;
-    *) echo "usage: $0 [--model DIR] [--packs DIR] [--tokens N] [--budgets LIST]" \
+    *) echo "usage: $0 [--model DIR] [--packs DIR] [--tokens N] [--rounds N] [--budgets LIST]" \
             "[--kimi K3_BIN --kimi-raw DIR --kimi-lossless DIR]" >&2; exit 2 ;;
   esac
 done
@@ -48,8 +52,8 @@ drop_caches() {
     echo "warning: cannot drop the page cache (not root): runs are not cold" >&2
   fi
 }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+out=$(mktemp -d)  # kept when the report fails, for a look at the runs
+trap 'echo "runs kept in $out" >&2' ERR
 echo "load at start: $(uptime)"
 for c in raw lossless; do
   if [ ! -f "$packs/$c/nightjar-trunk.manifest.json" ]; then
@@ -77,17 +81,21 @@ print("%.3f" % (v / 1e9))' "$2")
     echo "kimi-k3-in-c failed on $1 at $2: see its log below" >&2
 }
 for m in $budgets; do
-  drop_caches
-  "$stream" --model "$model" --seq-probe-file "$packs/raw/nightjar-trunk.pack" > "$out/seq-$m.json"
-  gbps=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["seq_direct_gbps"])' \
-    "$out/seq-$m.json")
-  for v in raw lossless:auto lossless:no lossless:yes; do
-    c=${v%%:*}
-    pin=auto
-    [ "$c" = lossless ] && pin=${v#*:}
+  for r in $(seq 1 "$rounds"); do
     drop_caches
-    OMP_WAIT_POLICY=passive "$stream" --model "$model" --pack "$packs/$c" --memory "$m" \
-      --tokens "$tokens" --bandwidth "$gbps" --pin-compressed "$pin" > "$out/run-$m-$c-$pin.json"
+    "$stream" --model "$model" --seq-probe-file "$packs/raw/nightjar-trunk.pack" \
+      > "$out/seq-$m-$r.json"
+    gbps=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["seq_direct_gbps"])' \
+      "$out/seq-$m-$r.json")
+    for v in raw lossless:auto lossless:no lossless:yes; do
+      c=${v%%:*}
+      pin=auto
+      [ "$c" = lossless ] && pin=${v#*:}
+      drop_caches
+      OMP_WAIT_POLICY=passive "$stream" --model "$model" --pack "$packs/$c" --memory "$m" \
+        --tokens "$tokens" --bandwidth "$gbps" --pin-compressed "$pin" \
+        > "$out/run-$m-$c-$pin-$r.json"
+    done
   done
   if [ -n "$kimi" ]; then
     run_kimi "$kimi_raw" "$m" "kimi-$m-raw"
@@ -95,9 +103,10 @@ for m in $budgets; do
   fi
 done
 echo "load at end: $(uptime)"
-/usr/bin/python3 - "$out" "$packs" "$budgets" "$kimi" "$kimi_raw" "$kimi_lossless" <<'PY'
-import json, os, re, sys
-d, packs, budgets, kimi, kimi_raw, kimi_lossless = sys.argv[1:7]
+/usr/bin/python3 - "$out" "$packs" "$budgets" "$kimi" "$kimi_raw" "$kimi_lossless" "$rounds" <<'PY'
+import json, os, re, statistics, sys
+d, packs, budgets, kimi, kimi_raw, kimi_lossless, rounds = sys.argv[1:8]
+rounds = range(1, int(rounds) + 1)
 def load(name):
     return json.load(open(os.path.join(d, name)))
 m = json.load(open(os.path.join(packs, "lossless", "nightjar-trunk.manifest.json")))
@@ -122,26 +131,32 @@ for level in ["scalar", "avx2", "avx512"]:
     print("| %s | %.2f | %.2f | %.3f [%.3f-%.3f] | %.2f | %.2f | %.3f |" % (
         level, x["decode_gbps_wall"], x["memcpy_gbps_wall"], x["ratio_wall"], x["ratio_wall_min"],
         x["ratio_wall_max"], x["decode_gbps_cpu"], x["memcpy_gbps_cpu"], x["ratio_cpu"]))
-print("\n## Decoding from disk, cold cache (median s/token over the decoded tokens)\n")
-print("| budget | pack | held compressed | s/token | / raw | trunk MB/token (read) | / raw | trunk raw MB/token | decode s/token | seq O_DIRECT | I/O floor (all bytes) | wall / floor | peak RSS |")
+print("\n## Decoding from disk, cold cache: medians over %d rounds (each a median over the decoded tokens)\n" % len(rounds))
+print("| budget | pack | pinned | held compressed | s/token | / raw (median of rounds' ratios) [min-max] | trunk MB/token (read) | / raw | trunk raw MB/token | decode s/token | seq O_DIRECT | wall / I/O floor (all bytes) | peak RSS |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+med = statistics.median
 for b in budgets.split():
-    seq = load("seq-%s.json" % b)["seq_direct_gbps"]
-    raw = load("run-%s-raw-auto.json" % b)
+    seq = [load("seq-%s-%d.json" % (b, r))["seq_direct_gbps"] for r in rounds]
+    raw = [load("run-%s-raw-auto-%d.json" % (b, r)) for r in rounds]
     for name, pin in [("raw", "auto"), ("lossless", "auto"), ("lossless", "no"), ("lossless", "yes")]:
-        x = load("run-%s-%s-%s.json" % (b, name, pin))
-        if not x["uses_pack"]:
-            sys.exit("the %s pack was not used at %s (stale or damaged?)" % (name, b))
-        floor = x["bytes_per_token"] / (seq * 1e9)
+        xs = [load("run-%s-%s-%s-%d.json" % (b, name, pin, r)) for r in rounds]
+        for x in xs:
+            if not x["uses_pack"]:
+                sys.exit("the %s pack was not used at %s (stale or damaged?)" % (name, b))
+        ratios = [x["median_s_per_token"] / y["median_s_per_token"] for x, y in zip(xs, raw)]
+        floors = [x["bytes_per_token"] / (g * 1e9) for x, g in zip(xs, seq)]
+        x = xs[0]
+        trunk = med([x["median_trunk_bytes_per_token"] for x in xs])
+        trunk_raw = med([x["median_trunk_bytes_per_token"] for x in raw])
         label = name if name == "raw" else "lossless, pin-compressed %s" % pin
-        print("| %s | %s | %.0f MB | %.3f | %.3f | %.1f | %.3f | %.1f | %.3f | %.2f GB/s | %.3f s | %.2f | %.0f MB |" % (
-            b, label, x["held_bytes"] / 1e6, x["median_s_per_token"],
-            x["median_s_per_token"] / raw["median_s_per_token"],
-            x["median_trunk_bytes_per_token"] / 1e6,
-            x["median_trunk_bytes_per_token"] / raw["median_trunk_bytes_per_token"]
-            if raw["median_trunk_bytes_per_token"] else 0,
-            x["trunk_raw_bytes_per_token"] / 1e6, x["decode_s_per_token"], seq, floor,
-            x["median_s_per_token"] / floor if floor > 0 else 0, x["peak_rss_bytes"] / 1e6))
+        print("| %s | %s | %.0f MB | %.0f MB | %.3f | %.3f [%.3f-%.3f] | %.1f | %.3f | %.1f | %.3f | %.2f GB/s | %s | %.0f MB |" % (
+            b, label, x["pinned_bytes"] / 1e6, x["held_bytes"] / 1e6,
+            med([x["median_s_per_token"] for x in xs]), med(ratios), min(ratios), max(ratios),
+            trunk / 1e6, trunk / trunk_raw if trunk_raw else 0,
+            med([x["trunk_raw_bytes_per_token"] for x in xs]) / 1e6,
+            med([x["decode_s_per_token"] for x in xs]), med(seq),
+            "%.2f" % med([x["median_s_per_token"] / f for x, f in zip(xs, floors)]) if min(floors) > 0 else "-",
+            max(x["peak_rss_bytes"] for x in xs) / 1e6))
 if kimi:
     print("\n## kimi-k3-in-c on the same model, same budgets, after the same probe\n")
     print("| budget | trunk | s/token (median of steps after the first) | trunk GB read per step | peak RSS |")
@@ -160,3 +175,4 @@ if kimi:
             print("| %s | %s | %.3f | %.3f | %s |" % (b, t, med, float(read.group(1)) / len(steps),
                                                     rss.group(1) if rss else "?"))
 PY
+rm -rf "$out"
