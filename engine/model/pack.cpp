@@ -78,6 +78,7 @@ std::string read_blocks(const nlohmann::json& jblocks, uint64_t length, uint64_t
     const uint64_t stored = jb[1].get<uint64_t>(), raw = jb[2].get<uint64_t>();
     b.xxh3 = std::stoull(jb[3].get<std::string>(), nullptr, 16);
     const std::string which = "block " + std::to_string(out->size());
+    if (b.stored_offset > length) return which + " runs past its unit";  // (no sum wraps)
     if (b.stored_offset % kDirectAlign || b.stored_offset < next_stored)
       return which + " starts at " + std::to_string(b.stored_offset) +
              " (not 4096-aligned, or overlapping)";
@@ -174,7 +175,9 @@ Result<bool> use_trunk_pack(Env& env, const std::string& dir, const TensorIndex&
       const auto& ju = mu[u];
       const std::string unit_name = "unit " + std::to_string(u);
       const uint64_t off = ju.at("offset").get<uint64_t>(), len = ju.at("length").get<uint64_t>();
-      if (off % kDirectAlign || off > pack_bytes || align_up(len, kDirectAlign) > pack_bytes - off)
+      // Written so that no sum can wrap (offsets are any u64 in a damaged manifest).
+      if (off % kDirectAlign || off > pack_bytes || len > pack_bytes - off ||
+          align_up(len, kDirectAlign) > pack_bytes - off)
         return refuse("damaged: " + unit_name + " lies outside the pack");
       UnitLayout& nu = new_units[u];
       uint64_t run_length = len;
@@ -198,7 +201,7 @@ Result<bool> use_trunk_pack(Env& env, const std::string& dir, const TensorIndex&
         auto it = by_name.find(std::string(s->info->name));
         if (it == by_name.end())
           return refuse("stale: tensor '" + std::string(s->info->name) + "' is not in the pack");
-        if (it->second + s->info->nbytes > run_length)
+        if (it->second > run_length || s->info->nbytes > run_length - it->second)
           return refuse("damaged: tensor '" + it->first + "' runs past its unit");
         offsets[u].push_back(it->second);
       }
