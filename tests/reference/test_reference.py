@@ -294,6 +294,26 @@ class LayoutTest(TempDir):
             self.assertEqual(layer[first_expert:], want)
         self.assertEqual(st.info("language_model.model.layers.0.self_attn.A_log"), ("F32", (16,)))
 
+    def test_given_values_are_written_in_the_same_layout(self):
+        spec = tiny_spec(layers=4, full_attn_layers=[4])
+        make_model.write_model(spec, os.path.join(self.tmp, "gen"), seed=4)
+        ck = Checkpoint(os.path.join(self.tmp, "gen"))
+        values = {n: ck.tensor(n) for n in ck.where}
+        make_model.write_model(spec, os.path.join(self.tmp, "val"), seed=99, values=values)
+        with open(os.path.join(self.tmp, "gen", "model.safetensors"), "rb") as a, \
+                open(os.path.join(self.tmp, "val", "model.safetensors"), "rb") as b:
+            self.assertEqual(a.read(), b.read())                       # the seed played no part
+        name = "language_model.model.norm.weight"
+        bad = dict(values, **{name: np.zeros(3)})
+        with self.assertRaisesRegex(ValueError, "norm.weight: value of shape \\(3,\\)"):
+            make_model.write_model(spec, os.path.join(self.tmp, "bad"), values=bad)
+        del bad[name]
+        with self.assertRaisesRegex(ValueError, "no value for tensor .*norm.weight"):
+            make_model.write_model(spec, os.path.join(self.tmp, "bad"), force=True, values=bad)
+        with self.assertRaisesRegex(ValueError, "outside the layout: x"):
+            make_model.write_model(spec, os.path.join(self.tmp, "bad"), force=True,
+                                   values=dict(values, x=np.zeros(1)))
+
     @unittest.skipUnless(os.path.isdir(os.path.join(CONFORMANCE, "k3-tiny")), "NJ_CONFORMANCE_DIR not set")
     def test_tiny_matches_the_conformance_header(self):
         """Same tensor names, dtypes and shapes as the independent k3-tiny fixture."""
