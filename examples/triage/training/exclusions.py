@@ -7,7 +7,11 @@ to every generated ticket and fails, naming the ticket and the pattern, when one
   1. SUBJECTS: for every evaluation ticket, the words of its particular situation (regular
      expressions over lowercased text). A billing ticket about a double charge means no
      training ticket mentions being charged twice; a feature request for a dark mode means
-     no training ticket mentions a dark mode at all, under any label.
+     no training ticket mentions a dark mode at all, under any label. For the example
+     tickets this is the situation, not the topic's general vocabulary: "search returns no
+     results" is t13's and excluded, a search that is slow is not; a card declined "when"
+     upgrading is t08's, a card declined is ordinary billing vocabulary. The held-out set's
+     patterns stay wider (whole topics), so it measures subjects the corpus never had.
   2. Shared word 5-grams: no training ticket shares a run of five words with any ticket of
      the test, held-out or development (dev.jsonl) sets.
 
@@ -24,15 +28,15 @@ SUBJECTS = [
     ("t03", [r"dark (mode|theme)", r"night mode", r"eyes hurt"]),
     ("t04", [r"(billing|postal|company|street) address", r"\bmoved\b"]),
     ("t05", [r"login page", r"\breloads\b", r"cookies"]),
-    ("t06", [r"\bpdf\b", r"\bexport"]),
-    ("t07", [r"\bhours\b", r"holiday"]),
-    ("t08", [r"declin", r"pro plan"]),
-    ("t09", [r"\bsync", r"\b504\b", r"never show up"]),
-    ("t10", [r"calendar"]),
+    ("t06", [r"\bpdf\b", r"export\w* (reports|as)", r"not only csv"]),
+    ("t07", [r"(support|opening|office|business) hours", r"holiday"]),
+    ("t08", [r"declin\w* when", r"pro plan", r"works everywhere else"]),
+    ("t09", [r"sync icon", r"\b504\b", r"never show up"]),
+    ("t10", [r"(share|shared|one|team) calendar", r"calendar across", r"each user separately"]),
     ("t11", [r"unused", r"cancel my subscription"]),
-    ("t12", [r"\btypo", r"home ?page", r"misspel", r"spelling"]),
-    ("t13", [r"\bsearch"]),
-    ("t14", [r"\bvat\b", r"\btax"]),
+    ("t12", [r"home ?page", r"recieve"]),
+    ("t13", [r"search returns", r"no results for any", r"documents i can see"]),
+    ("t14", [r"\bvat\b", r"tax filing", r"past invoices"]),
     ("t15", [r"keyboard", r"shortcut", r"hotkey"]),
     ("t16", [r"password reset", r"reset (email|link)", r"never arrives"]),
     ("t17", [r"partner", r"agency"]),

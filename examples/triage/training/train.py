@@ -240,6 +240,8 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1,
                     help="PyTorch threads (1: on a shared 2-core machine a second thread only waits)")
     ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--logits", default=LOGITS_FILE,
+                    help="where the PyTorch logits on three prompts are written (the test reads the default)")
     a = ap.parse_args(argv)
 
     t0 = time.time()
@@ -315,12 +317,12 @@ def main(argv=None):
         for iid, want, got, p in rows:
             log("  %-34s %-16s %-16s %s" % (iid, want, got + (" " if got == want else " X"),
                                              " ".join("%.3f" % x for x in p)))
-    write_torch_logits(stored, task, sets)
+    write_torch_logits(stored, task, sets, a.logits)
     digest = hashlib.sha256(open(os.path.join(a.out, "model.safetensors"), "rb").read()).hexdigest()
     log("model.safetensors sha256 %s; total %.0f s" % (digest, time.time() - t0))
 
 
-def write_torch_logits(model, task, sets):
+def write_torch_logits(model, task, sets, path):
     """The PyTorch forward pass's logits on the stored weights, for three prompts (a test
     ticket with the label trie's branch token fed, a held-out and a development ticket): the
     full last row, and at every position the label tokens' and 11 fixed tokens' logits."""
@@ -337,12 +339,12 @@ def write_torch_logits(model, task, sets):
             prompts.append({"ids": ids, "columns": cols,
                             "logits_at_columns": [[float("%.7g" % v) for v in row[cols].tolist()] for row in logits],
                             "last_logits": [float("%.7g" % v) for v in logits[-1].tolist()]})
-    with open(LOGITS_FILE, "w") as f:
+    with open(path, "w") as f:
         json.dump({"what": "PyTorch (train.py, k3_torch.py) float32 forward pass on the stored weights "
                            "of examples/triage/model; values printed with 7 significant digits",
                    "prompts": prompts}, f)
         f.write("\n")
-    log("wrote %s" % LOGITS_FILE)
+    log("wrote %s" % path)
 
 
 if __name__ == "__main__":
