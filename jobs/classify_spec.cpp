@@ -90,22 +90,23 @@ void read_outputs(MapReader& top, ClassifySpec& c, const std::string& base_dir) 
   if (!node) return;
   MapReader map(top.errors(), *node, "outputs");
   if (!map.is_map()) return;
-  auto path = [&](const char* key) -> std::optional<std::string> {
+  auto path = [&](const char* key, std::string& where) -> std::optional<std::string> {
     auto v = map.string(key, Need::kOptional);
     if (!v) return std::nullopt;
+    where = map.errors().where(*map.find(key));
     if (v->empty()) {
       map.errors().add(*map.find(key), map.key_path(key), "must not be empty");
       return std::nullopt;
     }
     return absolute_path(*v, base_dir);
   };
-  c.output_jsonl = path("jsonl");
-  c.output_csv = path("csv");
+  c.output_jsonl = path("jsonl", c.output_jsonl_where);
+  c.output_csv = path("csv", c.output_csv_where);
   map.report_unknown_keys();
 }
 
 // `inputs: {glob | jsonl [, id_field, text_field]}` into items.
-void read_inputs(MapReader& top, const YAML::Node& node, JobSpec& spec,
+void read_inputs(MapReader& top, const YAML::Node& node, JobSpec& spec, ClassifySpec& c,
                  const std::string& base_dir) {
   SpecErrors& errors = top.errors();
   MapReader map(errors, node, "inputs");
@@ -127,10 +128,12 @@ void read_inputs(MapReader& top, const YAML::Node& node, JobSpec& spec,
     for (const char* k : {"id_field", "text_field"})
       if (auto v = map.find(k)) errors.add(*v, map.key_path(k), "only applies with 'jsonl'");
     read = read_glob_documents(*glob, base_dir);
+    c.input_glob = absolute_path(*glob, base_dir);
   } else {
     key = "jsonl";
     read = read_jsonl_documents(*jsonl, base_dir, id_field.value_or("id"),
                                 text_field.value_or("text"));
+    c.input_jsonl = absolute_path(*jsonl, base_dir);
   }
   const YAML::Node at = *map.find(key);
   for (const std::string& e : read.errors) errors.add(at, "inputs." + key, e);
@@ -192,6 +195,8 @@ void read_inline_items(MapReader& top, const YAML::Node& items, JobSpec& spec) {
 
 void read_classify_kind(MapReader& top, JobSpec& spec, const std::string& base_dir) {
   ClassifySpec c;
+  c.spec_dir = std::filesystem::absolute(base_dir).lexically_normal().string();
+  while (c.spec_dir.size() > 1 && c.spec_dir.back() == '/') c.spec_dir.pop_back();
   const size_t errors_before_labels = top.errors().count();
   read_labels(top, c);
   const bool labels_ok = top.errors().count() == errors_before_labels;
@@ -206,7 +211,7 @@ void read_classify_kind(MapReader& top, JobSpec& spec, const std::string& base_d
                      "missing the documents: give 'inputs' ({glob: ...} or {jsonl: ...}) or "
                      "'items' ([{id, document}, ...])");
   else if (inputs)
-    read_inputs(top, *inputs, spec, base_dir);
+    read_inputs(top, *inputs, spec, c, base_dir);
   else
     read_inline_items(top, *items, spec);
   spec.classify = std::move(c);

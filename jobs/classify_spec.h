@@ -18,7 +18,8 @@
 //       document: TEXT
 //   outputs:                   optional files written (atomically) when the job's last item
 //     jsonl: PATH              finishes, and by `nightjar results JOB --write`; relative to
-//     csv: PATH                the spec's directory
+//     csv: PATH                the spec's directory, and held to the output-path policy of
+//                              jobs/output_paths.h (checked at submit, not here)
 //
 // Generate keys (`defaults`, `prompt`, ...) are errors here, as classify keys are in a
 // generate spec. Documents are read at parse time: a glob matching nothing, an unreadable

@@ -84,9 +84,9 @@ nlohmann::json classify_settings_to_json(const ClassifySpec& c) {
   nlohmann::json outputs = nlohmann::json::object();
   if (c.output_jsonl) outputs["jsonl"] = *c.output_jsonl;
   if (c.output_csv) outputs["csv"] = *c.output_csv;
-  return {{"template", c.template_text}, {"labels", c.labels},
-          {"label_ids", c.label_ids},    {"prefix_ids", c.prefix_ids},
-          {"suffix_ids", c.suffix_ids},  {"outputs", outputs}};
+  if (c.output_jsonl || c.output_csv) outputs["rules"] = output_rules_to_json(c.output_rules);
+  return {{"template", c.template_text}, {"labels", c.labels},         {"label_ids", c.label_ids},
+          {"prefix_ids", c.prefix_ids},  {"suffix_ids", c.suffix_ids}, {"outputs", outputs}};
 }
 
 Result<ClassifySettings> classify_settings_from_json(const nlohmann::json& job_settings) {
@@ -107,6 +107,11 @@ Result<ClassifySettings> classify_settings_from_json(const nlohmann::json& job_s
       const nlohmann::json& o = c["outputs"];
       if (o.contains("jsonl")) s.output_jsonl = o["jsonl"].get<std::string>();
       if (o.contains("csv")) s.output_csv = o["csv"].get<std::string>();
+      if (o.contains("rules")) {
+        auto rules = output_rules_from_json(o["rules"]);
+        if (!rules.ok()) return bad("outputs.rules (" + rules.status().message() + ")");
+        s.output_rules = std::move(*rules);
+      }
     }
   } catch (const nlohmann::json::exception& e) {
     return bad(std::string("* (") + e.what() + ")");

@@ -14,6 +14,7 @@
 
 #include "engine/model/sampler.h"
 #include "engine/util/status.h"
+#include "jobs/output_paths.h"
 
 namespace nj::jobs {
 
@@ -55,17 +56,22 @@ struct ItemSpec {
 // A classify job's own settings (jobs/classify_spec.h); token ids are filled by
 // bind_spec_to_model.
 struct ClassifySpec {
-  std::string template_text;               // `template`, as written
-  std::string template_where;              // "<spec>:<line>:<col>" of the template value
-  std::string prefix_text;                 // the template before {document}, expanded
-  std::string suffix_text;                 // after {document}, expanded, right-trimmed
-  std::vector<std::string> labels;         // `labels`, in order
-  std::vector<std::string> label_wheres;   // "<spec>:<line>:<col>" of each label
-  std::optional<std::string> output_jsonl;  // `outputs.jsonl`, absolute
-  std::optional<std::string> output_csv;    // `outputs.csv`, absolute
-  std::vector<int32_t> prefix_ids;               // the prefix's tokens (prefilled once per job)
-  std::vector<int32_t> suffix_ids;               // the suffix's tokens (after every document)
-  std::vector<std::vector<int32_t>> label_ids;   // [labels] tokens of " " + label after suffix
+  std::string template_text;                         // `template`, as written
+  std::string template_where;                        // "<spec>:<line>:<col>" of the template value
+  std::string prefix_text;                           // the template before {document}, expanded
+  std::string suffix_text;                           // after {document}, expanded, right-trimmed
+  std::vector<std::string> labels;                   // `labels`, in order
+  std::vector<std::string> label_wheres;             // "<spec>:<line>:<col>" of each label
+  std::optional<std::string> output_jsonl;           // `outputs.jsonl`, absolute
+  std::optional<std::string> output_csv;             // `outputs.csv`, absolute
+  std::string output_jsonl_where, output_csv_where;  // "<spec>:<line>:<col>" of each
+  std::string spec_dir;                              // absolute: outputs resolve inside it
+  std::optional<std::string> input_jsonl;            // `inputs.jsonl`, absolute
+  std::optional<std::string> input_glob;             // `inputs.glob`, absolute pattern
+  OutputRules output_rules;                     // set by check_declared_outputs (output_paths.h)
+  std::vector<int32_t> prefix_ids;              // the prefix's tokens (prefilled once per job)
+  std::vector<int32_t> suffix_ids;              // the suffix's tokens (after every document)
+  std::vector<std::vector<int32_t>> label_ids;  // [labels] tokens of " " + label after suffix
 };
 
 struct JobSpec {
@@ -96,7 +102,8 @@ nlohmann::json job_settings_to_json(const JobSpec& spec);
 nlohmann::json item_params_to_json(const JobSpec& spec, const ItemSpec& item);
 
 // What `run` needs of a classify job, stored in the job's settings under "classify":
-// {"template", "labels", "label_ids", "prefix_ids", "suffix_ids", "outputs": {"jsonl", "csv"}}.
+// {"template", "labels", "label_ids", "prefix_ids", "suffix_ids",
+//  "outputs": {"jsonl", "csv", "rules": output_rules_to_json}}.
 nlohmann::json classify_settings_to_json(const ClassifySpec& c);
 
 // The settings read back by `run` and `results`.
@@ -106,6 +113,9 @@ struct ClassifySettings {
   std::vector<int32_t> prefix_ids;
   std::vector<int32_t> suffix_ids;
   std::optional<std::string> output_jsonl, output_csv;
+  // The rules the outputs were checked against at submit; nullopt for a job stored before
+  // they were recorded (the runner then derives them from the spec's path).
+  std::optional<OutputRules> output_rules;
 };
 // InvalidArgument naming the field when the job's settings lack a classify part or it is
 // mistyped (a store written by a bug or by hand).

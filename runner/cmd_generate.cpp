@@ -20,6 +20,7 @@
 #include "engine/model/session.h"
 #include "engine/ops/cpu.h"
 #include "engine/state/state_file.h"
+#include "runner/cmd_generate_batch.h"
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
 #include "runner/model_args.h"
@@ -103,6 +104,8 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     bool ignore_eos = false;
     std::string save_state, load_state;
     bool override_sampling = false;
+    std::string prompts_file;
+    int batch = 0;
   };
   auto a = std::make_shared<Args>();
   auto flags = std::make_shared<SamplingFlags>();
@@ -137,7 +140,40 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       "--override-sampling", a->override_sampling,
       "With --load-state: use the given sampling flags instead of the saved ones (--seed restarts "
       "the RNG; without it the saved RNG state continues)");
+  sub->add_option("--prompts-file", a->prompts_file,
+                  "Many prompts, one JSON object per line ({\"id\", \"prompt_ids\"} or {\"id\", \"prompt\"}, "
+                  "optionally max_tokens, temperature, seed), decoded together; each gets what it would alone");
+  sub->add_option("--batch", a->batch,
+                  "With --prompts-file: sequences per pass over the weights (default: all the budget holds)")
+      ->check(CLI::PositiveNumber);
   table.emplace_back(sub, [a, flags]() -> int {
+    if (!a->prompts_file.empty()) {
+      if (!a->prompt_ids.empty() || !a->prompt_text.empty() || !a->prompt_file.empty() || !a->load_state.empty() ||
+          !a->save_state.empty() || !a->save_routing.empty())
+        return report_usage_error("--prompts-file",
+                                  invalid_argument("cannot be combined with --prompt-ids, --prompt, --prompt-file, "
+                                                   "--load-state, --save-state or --save-routing-profile"));
+      BatchGenerateArgs b;
+      b.model = a->model;
+      b.prompts_file = a->prompts_file;
+      b.batch = a->batch;
+      b.max_tokens = a->max_tokens;
+      b.sampling = SamplingParams{a->temperature, a->top_k, a->top_p, a->seed};
+      if (Status s = validate_sampling(b.sampling); !s.ok()) return report_usage_error("sampling", s);
+      b.ignore_eos = a->ignore_eos;
+      b.output = a->output;
+      auto config = load_model_config(a->model.model);
+      if (!config.ok()) return report_failure(config.status());
+      b.vocab = config->vocab;
+      std::optional<Tokenizer> tokenizer;
+      if (Tokenizer::exists_in(a->model.model)) {
+        auto t = Tokenizer::load(a->model.model);
+        if (!t.ok()) return report_failure(t.status());
+        tokenizer.emplace(std::move(t).value());
+      }
+      return run_generate_batch(b, tokenizer);
+    }
+    if (a->batch > 0) return report_usage_error("--batch", invalid_argument("only applies with --prompts-file"));
     const bool resume = !a->load_state.empty();
     const int prompt_sources = !a->prompt_ids.empty() + !a->prompt_text.empty() + !a->prompt_file.empty();
     if (prompt_sources > 1)

@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/io/env.h"
-#include "engine/model/checkpoint_index.h"
+#include "engine/model/tensor_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
 #include "engine/model/model.h"

@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "engine/model/checkpoint_index.h"
+#include "engine/model/tensor_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
 #include <spdlog/spdlog.h>
@@ -26,7 +26,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
   struct Args {
     std::string model, memory, output = "text";
     double bandwidth = 2.6;
-    int prefill_chunk = 64, max_context = 4096;
+    int prefill_chunk = kDefaultPrefillChunk, max_context = 4096, batch = 1;
     bool all_logits = false;
     std::string routing_profile;
   };
@@ -38,8 +38,13 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
   sub->add_option("--bandwidth", a->bandwidth, "Disk read bandwidth in GB/s for the prediction (default 2.6; "
                                                 "`nightjar doctor` measures it)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--prefill-chunk", a->prefill_chunk, "As for generate (default 64)")->check(CLI::PositiveNumber);
+  sub->add_option("--prefill-chunk", a->prefill_chunk, "As for generate")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--max-context", a->max_context, "Positions of state to reserve (default 4096)")->check(CLI::PositiveNumber);
+  sub->add_option("--batch", a->batch,
+                  "Sequences decoding together: the budget holds their states and the activations of their "
+                  "passes; predictions are per step of the batch and per token")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   sub->add_flag("--all-logits", a->all_logits, "Plan for `logits` (keeps every position's logits)");
   sub->add_option("--routing-profile", a->routing_profile,
                   "Predict the expert cache from this measured routing (generate --save-routing-profile)");
@@ -61,6 +66,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
     po.prefill_chunk = a->prefill_chunk;
     po.max_context = a->max_context;
     po.all_logits = a->all_logits;
+    po.batch = a->batch;
     RoutingProfile routing;
     if (!a->routing_profile.empty()) {
       auto text = read_small_file(a->routing_profile);
@@ -77,7 +83,13 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
         // Still say what the minimum is, machine-readably.
         auto min_plan = plan_residency(layout, 0, po);
         if (min_plan.ok()) {
-          print_json({{"error", plan.status().message()}, {"min_memory_bytes", min_plan->min_memory_bytes}});
+          PlanOptions one = po;
+          one.batch = 1;
+          auto one_plan = plan_residency(layout, budget, one);
+          print_json({{"error", plan.status().message()},
+                      {"batch", po.batch},
+                      {"min_memory_bytes", min_plan->min_memory_bytes},
+                      {"max_batch", one_plan.ok() ? one_plan->max_batch : 0}});
         }
       }
       return report_failure(plan.status());

@@ -11,6 +11,7 @@
 
 #include "engine/io/durable.h"
 #include "engine/io/env.h"
+#include "jobs/output_paths.h"
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
 #include "runner/home.h"
@@ -58,8 +59,8 @@ nlohmann::json result_line(const ItemRow& item, const std::optional<ResultRow>& 
 }
 
 // `results JOB --write`: the job's declared outputs.
-int write_outputs_now(JobStore& store, const JobRow& job) {
-  auto written = write_declared_outputs(store, job);
+int write_outputs_now(JobStore& store, const JobRow& job, const Home& home) {
+  auto written = write_declared_outputs(store, job, home);
   if (!written.ok()) return report_failure(written.status());
   if (written->empty())
     return report_failure(invalid_argument("job " + std::to_string(job.id) +
@@ -98,7 +99,13 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     JobStore& s = **store;
     auto job = s.find_job(a->job);
     if (!job.ok()) return report_failure(job.status());
-    if (a->write) return write_outputs_now(s, *job);
+    if (a->write) return write_outputs_now(s, *job, *home);
+    if (!a->out.empty()) {
+      if (auto inside = jobs::home_containing(a->out, {home->dir}, Home::kStoreFile))
+        return report_failure(invalid_argument(
+            "--out " + a->out + ": resolves to " + jobs::resolve_path(a->out) +
+            ", inside the home " + *inside + " (a job store's directory); write it elsewhere"));
+    }
     auto items = s.items(job->id);
     if (!items.ok()) return report_failure(items.status());
     auto text = a->format == "csv"      ? results_csv(s, *job)

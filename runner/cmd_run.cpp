@@ -40,7 +40,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
                   "Exit after this many items finished (done or failed)")
       ->check(CLI::PositiveNumber);
   add_compute_options(*sub, a->compute);
-  sub->add_option("--prefill-chunk", a->sched.prefill_chunk, "Tokens per prefill pass (default 64)")
+  sub->add_option("--prefill-chunk", a->sched.prefill_chunk, "Tokens per prefill pass")->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub->add_option("--io-threads", a->sched.io_threads,
                   "Reads in flight when a job's memory budget streams (default 8)")

@@ -12,6 +12,7 @@
 
 #include "engine/util/units.h"
 #include "jobs/openai_batch.h"
+#include "jobs/output_paths.h"
 #include "jobs/spec_model.h"
 #include "jobs/spec_parser.h"
 #include "runner/commands.h"
@@ -46,6 +47,7 @@ struct SubmitArgs {
   std::string name;
   std::string memory;
   std::string home;
+  std::vector<std::string> allow_outputs;
   std::string output = "text";
 };
 
@@ -59,6 +61,8 @@ std::optional<std::pair<std::string, Status>> usage_error(const SubmitArgs& a) {
                invalid_argument("these go with --openai-batch (a spec names its own)")}};
     return std::nullopt;
   }
+  if (!a.allow_outputs.empty())
+    return {{"--allow-outputs", invalid_argument("goes with a spec that declares outputs")}};
   if (!a.spec.empty())
     return {{"--openai-batch", invalid_argument("give a spec or --openai-batch, not both")}};
   if (a.model.empty()) return {{"--openai-batch", invalid_argument("needs --model DIR")}};
@@ -67,12 +71,15 @@ std::optional<std::pair<std::string, Status>> usage_error(const SubmitArgs& a) {
   return std::nullopt;
 }
 
-// The validated job the arguments describe: a spec file, or an OpenAI batch file.
+// The validated job the arguments describe: a spec file (its outputs checked against the
+// output-path policy for `home`), or an OpenAI batch file.
 // REQUIRES: !usage_error(a).
-Result<jobs::JobSpec> load_job(const SubmitArgs& a) {
+Result<jobs::JobSpec> load_job(const SubmitArgs& a, const Home& home) {
   if (a.openai_batch.empty()) {
     NJ_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::load_job_spec(a.spec));
     NJ_RETURN_IF_ERROR(jobs::bind_spec_to_model(spec));
+    NJ_RETURN_IF_ERROR(
+        jobs::check_declared_outputs(spec, a.allow_outputs, {home.dir}, Home::kStoreFile));
     return spec;
   }
   jobs::OpenAiBatchJob job{a.openai_batch, a.model, a.name, std::nullopt};
@@ -92,6 +99,9 @@ void add_submit_command(CLI::App& app, const GlobalOptions&, CommandTable& table
   sub->add_option("--model", a->model, "With --openai-batch: the model directory");
   sub->add_option("--name", a->name, "With --openai-batch: the job name (default: the file's)");
   sub->add_option("--memory", a->memory, "With --openai-batch: the engine memory budget");
+  sub->add_option("--allow-outputs", a->allow_outputs,
+                  "A directory outside the spec's own where its outputs may be written "
+                  "(repeatable; never inside a home)");
   add_home_option(*sub, a->home);
   sub->add_option("--output", a->output, "text (the job id) or json")
       ->check(CLI::IsMember({"text", "json"}));
@@ -99,7 +109,7 @@ void add_submit_command(CLI::App& app, const GlobalOptions&, CommandTable& table
     auto home = resolve_home(a->home);
     if (!home.ok()) return report_usage_error("--home", home.status());
     if (auto bad = usage_error(*a)) return report_usage_error(bad->first, bad->second);
-    auto spec = load_job(*a);
+    auto spec = load_job(*a, *home);
     if (!spec.ok()) return report_failure(spec.status());
     const std::string& source = a->spec.empty() ? a->openai_batch : a->spec;
     std::error_code ec;

@@ -9,19 +9,27 @@
 #include <nlohmann/json.hpp>
 
 #include "jobs/openai_batch.h"
+#include "jobs/output_paths.h"
 #include "jobs/spec_model.h"
 #include "jobs/spec_parser.h"
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
+#include "runner/home.h"
 #include "runner/output.h"
 
 namespace nj::runner {
 namespace {
 
-// The spec as `submit` would queue it, or the first stage's errors.
-Result<jobs::JobSpec> check_spec(const std::string& path) {
+// The spec as `submit` would queue it (into the default home, or the one --home names),
+// or the first stage's errors.
+Result<jobs::JobSpec> check_spec(const std::string& path,
+                                 const std::vector<std::string>& allow_outputs,
+                                 const std::string& home_flag) {
   NJ_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::load_job_spec(path));
   NJ_RETURN_IF_ERROR(jobs::bind_spec_to_model(spec));
+  std::vector<std::string> homes;
+  if (auto home = resolve_home(home_flag); home.ok()) homes.push_back(home->dir);
+  NJ_RETURN_IF_ERROR(jobs::check_declared_outputs(spec, allow_outputs, homes, Home::kStoreFile));
   return spec;
 }
 
@@ -45,6 +53,8 @@ void add_validate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     std::string spec;
     std::string openai_batch;
     std::string model;
+    std::vector<std::string> allow_outputs;
+    std::string home;
     std::string output = "text";
   };
   auto a = std::make_shared<Args>();
@@ -54,6 +64,11 @@ void add_validate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
   sub->add_option("--openai-batch", a->openai_batch,
                   "Instead of a spec: an OpenAI Batch API input file (as submit --openai-batch)");
   sub->add_option("--model", a->model, "With --openai-batch: the model directory");
+  sub->add_option("--allow-outputs", a->allow_outputs,
+                  "As submit: a directory outside the spec's own where outputs may go");
+  sub->add_option("--home", a->home,
+                  "The home submit would use, which outputs must stay out of (default: "
+                  "$NIGHTJAR_HOME, else ~/.local/share/nightjar); never opened");
   sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(sub, [a]() -> int {
     if (a->spec.empty() == a->openai_batch.empty())
@@ -64,7 +79,7 @@ void add_validate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
           invalid_argument(a->model.empty() ? "needs --model DIR" : "goes with --openai-batch"));
     const std::string& source = a->spec.empty() ? a->openai_batch : a->spec;
     auto spec = a->spec.empty() ? jobs::load_openai_batch({a->openai_batch, a->model, "", {}})
-                                : check_spec(a->spec);
+                                : check_spec(a->spec, a->allow_outputs, a->home);
     if (!spec.ok()) {
       if (a->output == "json")
         print_json(

@@ -19,9 +19,12 @@ class App;
 namespace nj::runner {
 
 struct Home {
+  // The job store's file name: a directory holding it is a home (outputs never go there).
+  static constexpr const char* kStoreFile = "nightjar.db";
+
   std::string dir;  // absolute
 
-  std::string db_path() const { return dir + "/nightjar.db"; }
+  std::string db_path() const { return dir + "/" + kStoreFile; }
   std::string log_path() const { return dir + "/logs/nightjar.log"; }
   // A path below the home, from the relative form the store records.
   std::string path(const std::string& relative) const { return dir + "/" + relative; }

@@ -48,7 +48,7 @@ struct ItemRunOptions {
   int64_t checkpoint_tokens = 2048;
   double checkpoint_interval_s = 120;
   // Tokens fed to the engine per call while catching up (prompt and replay).
-  int prefill_chunk = 64;
+  int prefill_chunk = kDefaultPrefillChunk;
   // Classify items restore the job's template prefix state instead of prefilling it (the
   // prefix is prefilled once per job). Off only to measure what that saves.
   bool prefix_reuse = true;

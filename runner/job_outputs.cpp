@@ -15,6 +15,7 @@
 #include "engine/io/durable.h"
 #include "engine/io/env.h"
 #include "jobs/job_spec.h"
+#include "jobs/output_paths.h"
 
 namespace nj::runner {
 namespace {
@@ -111,18 +112,35 @@ Result<std::string> results_csv(JobStore& store, const JobRow& job) {
   return classify_csv(store, job, c);
 }
 
-Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const JobRow& job) {
+Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const JobRow& job,
+                                                        const Home& home) {
   std::vector<std::string> written;
   if (job.kind != "classify") return written;
   NJ_ASSIGN_OR_RETURN(auto c, jobs::classify_settings_from_json(
                                   nlohmann::json::parse(job.settings_json, nullptr, false)));
+  // A job stored before the rules were recorded: the spec's directory and the spec.
+  jobs::OutputRules rules = c.output_rules.value_or(jobs::OutputRules{});
+  if (!c.output_rules) {
+    rules.spec_dir = std::filesystem::path(job.spec_path).parent_path().string();
+    rules.spec_file = job.spec_path;
+  }
+  rules.homes.push_back(home.dir);
+  rules.store_file = Home::kStoreFile;
+  auto checked = [&](const std::string& path, const char* key) -> Status {
+    auto resolved = jobs::check_output_path(path, rules);
+    if (resolved.ok()) return Status();
+    return invalid_argument("job " + std::to_string(job.id) + ": outputs." + key + " " + path +
+                            ": " + resolved.status().message() + "; not written");
+  };
   if (c.output_jsonl) {
     NJ_ASSIGN_OR_RETURN(std::string text, results_jsonl(store, job));
+    NJ_RETURN_IF_ERROR(checked(*c.output_jsonl, "jsonl"));
     NJ_RETURN_IF_ERROR(write_output(*c.output_jsonl, text));
     written.push_back(*c.output_jsonl);
   }
   if (c.output_csv) {
     NJ_ASSIGN_OR_RETURN(std::string text, classify_csv(store, job, c));
+    NJ_RETURN_IF_ERROR(checked(*c.output_csv, "csv"));
     NJ_RETURN_IF_ERROR(write_output(*c.output_csv, text));
     written.push_back(*c.output_csv);
   }

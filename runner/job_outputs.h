@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/util/status.h"
+#include "runner/home.h"
 #include "runner/store/job_store.h"
 
 namespace nj::runner {
@@ -24,9 +25,13 @@ Result<std::string> results_jsonl(JobStore& store, const JobRow& job);
 // The job's results as CSV (above).
 Result<std::string> results_csv(JobStore& store, const JobRow& job);
 
-// Writes the outputs the job's spec declared (durably: temp + fsync + rename). Returns the
-// paths written; empty when the job declares none. IOError naming the path.
-Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const JobRow& job);
+// Writes the outputs the job's spec declared (durably: temp + fsync + rename), each checked
+// again right before its write against the output-path policy it was submitted under
+// (jobs/output_paths.h), with `home` as a home too. Returns the paths written; empty when
+// the job declares none. InvalidArgument naming the key and the resolved path when the
+// policy now refuses one (nothing of it written); IOError naming the path.
+Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const JobRow& job,
+                                                        const Home& home);
 
 // One CSV field, quoted when needed.
 std::string csv_field(const std::string& text);

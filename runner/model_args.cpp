@@ -25,7 +25,8 @@ void add_model_options(CLI::App& sub, ModelArgs& args) {
   add_compute_options(sub, args);
   sub.add_option(
          "--prefill-chunk", args.prefill_chunk,
-         "Tokens per prefill pass (default 64); larger reads less per token, uses more scratch")
+         "Tokens per prefill pass; larger reads less per token, uses more activation memory")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub.add_option(
       "--memory", args.memory,
@@ -55,10 +56,20 @@ Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape)
   o.plan.prefill_chunk = std::max(1, std::min(args.prefill_chunk, shape.longest_feed));
   o.plan.max_context = args.max_context > 0 ? args.max_context : std::max(1, shape.context);
   o.plan.all_logits = shape.all_logits;
+  o.plan.batch = std::max(1, shape.batch);
   o.streaming.io_threads = args.io_threads;
   o.use_pack = !args.no_pack;
   o.pack_dir = args.pack_dir;
   return o;
+}
+
+Result<int> max_batch_for(const ModelArgs& args, const RunShape& shape) {
+  NJ_ASSIGN_OR_RETURN(ModelOptions o, model_options(args, shape));
+  std::string pack_warning;
+  NJ_ASSIGN_OR_RETURN(ModelHeaders headers, open_model_headers(args.model, o.use_pack, &pack_warning));
+  o.plan.batch = 1;
+  NJ_ASSIGN_OR_RETURN(ResidencyPlan plan, plan_residency(*headers.layout, o.memory_bytes, o.plan));
+  return plan.max_batch;
 }
 
 void add_compute_options(CLI::App& sub, ModelArgs& args) {
@@ -110,6 +121,17 @@ nlohmann::json stats_json(Model& model, const ForwardStats& f) {
   j["peak_rss_bytes"] = peak_rss_bytes();
   j["memory_budget_bytes"] = model.plan().budget_bytes;
   j["tokens"] = f.tokens;
+  // Per pass: a pass serves every sequence in it, so these are what batching divides.
+  const double passes = static_cast<double>(std::max<uint64_t>(1, f.passes));
+  j["passes"] = f.passes;
+  j["per_pass"] = {{"sequences", static_cast<double>(f.sequence_passes) / passes},
+                   {"rows", static_cast<double>(f.tokens) / passes},
+                   {"bytes_read", static_cast<double>(read) / passes},
+                   {"compute_s", f.compute_s / passes},
+                   {"io_wait_s", f.wait_s / passes},
+                   {"distinct_experts_per_layer",
+                    f.moe_layer_passes ? static_cast<double>(f.distinct_experts) / static_cast<double>(f.moe_layer_passes)
+                                       : 0.0}};
   return j;
 }
 

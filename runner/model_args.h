@@ -21,7 +21,7 @@ struct ModelArgs {
   std::string model;       // --model DIR
   int threads = 0;         // --threads N; 0 = all cores
   std::string simd;        // --simd LEVEL; empty = detected (or NIGHTJAR_SIMD)
-  int prefill_chunk = 64;  // --prefill-chunk N
+  int prefill_chunk = kDefaultPrefillChunk;  // --prefill-chunk N
   std::string memory;      // --memory SIZE; empty = everything resident
   int max_context = 0;     // --max-context N: positions the budget reserves state for; 0 = what the command needs
   int io_threads = 8;      // --io-threads N
@@ -40,12 +40,17 @@ struct RunShape {
   int context = 0;
   int longest_feed = 0;
   bool all_logits = false;
+  int batch = 1;  // sequences decoding together
 };
 
 // The ModelOptions the flags describe for a run of `shape`: the budget reserves sequence
 // state for the run's context (or --max-context) and scratch for its largest pass.
 // InvalidArgument naming the flag for a bad value.
 Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape);
+
+// The largest batch the --memory budget holds for runs of `shape` (from the model's headers;
+// no weights are read). ResourceExhausted when not even one sequence fits.
+Result<int> max_batch_for(const ModelArgs& args, const RunShape& shape);
 
 // Adds --threads and --simd only (for `run`, whose models and budgets come from the jobs).
 void add_compute_options(CLI::App& sub, ModelArgs& args);

@@ -103,7 +103,7 @@ Status finish_job_if_complete(JobStore& store, const JobRow& job, const Home& ho
   NJ_ASSIGN_OR_RETURN(JobSummary summary, store.job_summary(job.id));
   if (summary.queued + summary.running > 0) return Status();
   PrefixStates(home.dir).remove_job(job.id);
-  auto written = write_declared_outputs(store, job);
+  auto written = write_declared_outputs(store, job, home);
   if (!written.ok()) {
     spdlog::error("job {}: could not write its outputs: {}", job.id, written.status().message());
     return store.add_event(job.id, std::nullopt, "outputs_failed",

@@ -25,7 +25,7 @@ struct SchedulerOptions {
   bool drain = false;                // exit when nothing is queued (else wait for work)
   std::optional<int64_t> max_items;  // exit after this many items finished (done or failed)
   double poll_interval_s = 5;        // how often an idle run looks for new work
-  int prefill_chunk = 64;            // engine SessionOptions::prefill_chunk
+  int prefill_chunk = kDefaultPrefillChunk;  // engine SessionOptions::prefill_chunk
   int io_threads = 8;                // reads in flight when a job's budget streams weights
 };
 

@@ -66,7 +66,9 @@ class PosixWritableFile final : public WritableFile {
 class PosixEnv final : public Env {
  public:
   Result<std::unique_ptr<WritableFile>> new_writable_file(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // O_NOFOLLOW: a symlink planted where a file is to be created (a temp file's name)
+    // must not redirect the write elsewhere.
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return posix_error("create", path, errno);
     return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
   }

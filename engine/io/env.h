@@ -37,7 +37,7 @@ class Env {
  public:
   virtual ~Env() = default;
 
-  // Creates `path`, or truncates it when it exists.
+  // Creates `path`, or truncates it when it exists; never through a symlink (IOError).
   virtual Result<std::unique_ptr<WritableFile>> new_writable_file(const std::string& path) = 0;
   // Opens `path` for appending at its current end; NotFound when it does not exist.
   virtual Result<std::unique_ptr<WritableFile>> new_appendable_file(const std::string& path) = 0;

@@ -1,4 +1,5 @@
-// KDA, Kimi Delta Attention (k3-model.md §4), over a chunk of T tokens.
+// KDA, Kimi Delta Attention (k3-model.md §4), over the rows of a pass: projections for all
+// rows at once, the short conv and the delta-rule recurrence per sequence.
 #include <omp.h>
 
 #include <algorithm>
@@ -9,8 +10,6 @@
 
 namespace nj {
 namespace {
-
-enum Buf : size_t { kQ, kK, kV, kConvIn, kBeta, kZa, kAlpha, kO, kGate, kExt, kUd };
 
 // Causal depthwise conv + SiLU for one of q/k/v. raw: [T][P] this chunk's pre-conv inputs;
 // hist: [K-1][3][P] (oldest first), `which` selects q/k/v. Writes out [T][P] and rolls the
@@ -39,48 +38,50 @@ float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 }  // namespace
 
-void kda_forward(const ModelConfig& c, const KdaWeights& w, LayerState& st, const float* x, int T,
-                 float* out, Scratch& s) {
+void kda_forward(const ModelConfig& c, const KdaWeights& w, std::span<const SeqRows> seqs, const float* x,
+                 int rows, float* out, KdaActivations& a) {
   const int H = c.kda_heads, D = c.kda_head_dim, P = c.kda_width(), K = c.conv_kernel, hid = c.hidden;
-  const size_t TP = static_cast<size_t>(T) * static_cast<size_t>(P), hs = static_cast<size_t>(hid);
-  float* q = s.get(kQ, TP);
-  float* k = s.get(kK, TP);
-  float* v = s.get(kV, TP);
-  float* raw = s.get(kConvIn, TP);
-  float* ext = s.get(kExt, static_cast<size_t>(T + K - 1) * static_cast<size_t>(P));
+  const size_t p = static_cast<size_t>(P), TP = static_cast<size_t>(rows) * p, hs = static_cast<size_t>(hid);
+  float* q = a.q.data();
+  float* k = a.k.data();
+  float* v = a.v.data();
 
-  // q, k, v = SiLU(conv(W x)), carrying the last K-1 inputs between chunks.
+  // q, k, v = SiLU(conv(W x)): the projection over all rows, the conv per sequence with the
+  // last K-1 inputs it carries between passes.
   const MatRef* proj[3] = {&w.q_proj, &w.k_proj, &w.v_proj};
   const float* taps[3] = {w.q_conv, w.k_conv, w.v_conv};
   float* dst[3] = {q, k, v};
   for (int i = 0; i < 3; ++i) {
-    ops::matmul(*proj[i], x, T, hs, raw, static_cast<size_t>(P));
-    short_conv_silu(raw, taps[i], st.conv.data(), i, T, P, K, ext, dst[i]);
+    ops::matmul(*proj[i], x, rows, hs, a.raw.data(), p);
+    for (const SeqRows& s : seqs) {
+      const size_t r0 = static_cast<size_t>(s.row0) * p;
+      short_conv_silu(a.raw.data() + r0, taps[i], s.state->conv.data(), i, s.rows, P, K, a.ext.data(),
+                      dst[i] + r0);
+    }
   }
   // Per head: q, k ← x (Σx² + 1e-6)^-1/2; v is not normed.
-  for (int t = 0; t < T; ++t)
+  for (int t = 0; t < rows; ++t)
     for (int h = 0; h < H; ++h) {
-      const size_t o = static_cast<size_t>(t) * static_cast<size_t>(P) + static_cast<size_t>(h * D);
+      const size_t o = static_cast<size_t>(t) * p + static_cast<size_t>(h * D);
       ops::l2norm(q + o, D, 1e-6f);
       ops::l2norm(k + o, D, 1e-6f);
     }
   // beta_h = σ(b_proj x)[h]
-  float* beta = s.get(kBeta, static_cast<size_t>(T) * static_cast<size_t>(H));
-  ops::matmul(w.b_proj, x, T, hs, beta, static_cast<size_t>(H));
-  ops::sigmoid_inplace(beta, T * H);
+  float* beta = a.beta.data();
+  ops::matmul(w.b_proj, x, rows, hs, beta, static_cast<size_t>(H));
+  ops::sigmoid_inplace(beta, rows * H);
   // z = f_b(f_a x) + dt_bias;  g = lb · σ(exp(A_log[h]) · z);  alpha = exp(g)
-  float* za = s.get(kZa, static_cast<size_t>(T) * static_cast<size_t>(D));
-  float* alpha = s.get(kAlpha, TP);
-  ops::matmul(w.f_a_proj, x, T, hs, za, static_cast<size_t>(D));
-  ops::matmul(w.f_b_proj, za, T, static_cast<size_t>(D), alpha, static_cast<size_t>(P));
-  for (int t = 0; t < T; ++t)
+  float* alpha = a.alpha.data();
+  ops::matmul(w.f_a_proj, x, rows, hs, a.za.data(), static_cast<size_t>(D));
+  ops::matmul(w.f_b_proj, a.za.data(), rows, static_cast<size_t>(D), alpha, p);
+  for (int t = 0; t < rows; ++t)
     for (int h = 0; h < H; ++h) {
-      const float a = std::exp(w.a_log[h]);
+      const float ah = std::exp(w.a_log[h]);
       for (int d = 0; d < D; ++d) {
         const size_t i = static_cast<size_t>(h * D + d);
-        float& z = alpha[static_cast<size_t>(t) * static_cast<size_t>(P) + i];
+        float& z = alpha[static_cast<size_t>(t) * p + i];
         z = z + w.dt_bias[i];
-        const float g = c.has_gate_lower_bound ? c.gate_lower_bound * ops::sigmoid(a * z) : -a * softplus(z);
+        const float g = c.has_gate_lower_bound ? c.gate_lower_bound * ops::sigmoid(ah * z) : -ah * softplus(z);
         z = std::exp(g);
       }
     }
@@ -88,28 +89,33 @@ void kda_forward(const ModelConfig& c, const KdaWeights& w, LayerState& st, cons
   const float qscale = 1.0f / std::sqrt(static_cast<float>(D));
   for (size_t i = 0; i < TP; ++i) q[i] = q[i] * qscale;
 
-  // The recurrence, one head per thread (heads never interact).
-  float* o = s.get(kO, TP);
-  float* ud = s.get(kUd, static_cast<size_t>(H) * 2 * static_cast<size_t>(D));
+  // The recurrence: each (sequence, head) on its own state, its tokens in order; pairs are
+  // independent, so they split over threads. ud holds [sequence][head][u, delta].
+  float* o = a.o.data();
   const ops::KernelTable& kt = ops::kernels();
   const size_t DD = static_cast<size_t>(D) * static_cast<size_t>(D);
-#pragma omp parallel for schedule(static) if (H > 1 && static_cast<size_t>(T) * DD * H > 32768)
-  for (int h = 0; h < H; ++h) {
-    const size_t off = static_cast<size_t>(h * D);
-    float* u = ud + static_cast<size_t>(h) * 2 * static_cast<size_t>(D);
-    kt.kda_head(T, D, q + off, k + off, v + off, alpha + off, beta + h, static_cast<size_t>(P),
-                static_cast<size_t>(H), st.S.data() + static_cast<size_t>(h) * DD, o + off, u, u + D);
+  const int pairs = static_cast<int>(seqs.size()) * H;
+  const size_t work = static_cast<size_t>(rows) * DD * static_cast<size_t>(H);
+#pragma omp parallel for schedule(static) if (pairs > 1 && work > 32768)
+  for (int i = 0; i < pairs; ++i) {
+    const SeqRows& s = seqs[static_cast<size_t>(i / H)];
+    const int h = i % H;
+    const size_t off = static_cast<size_t>(s.row0) * p + static_cast<size_t>(h * D);
+    float* u = a.ud.data() + static_cast<size_t>(i) * 2 * static_cast<size_t>(D);
+    kt.kda_head(s.rows, D, q + off, k + off, v + off, alpha + off,
+                beta + static_cast<size_t>(s.row0) * static_cast<size_t>(H) + static_cast<size_t>(h), p,
+                static_cast<size_t>(H), s.state->S.data() + static_cast<size_t>(h) * DD, o + off, u, u + D);
   }
   // o_h = RMSNorm(o_h, o_norm) per head; then o ⊙ σ(g_proj x); out = o_proj o
-  for (int t = 0; t < T; ++t)
+  for (int t = 0; t < rows; ++t)
     for (int h = 0; h < H; ++h) {
-      float* oh = o + static_cast<size_t>(t) * static_cast<size_t>(P) + static_cast<size_t>(h * D);
+      float* oh = o + static_cast<size_t>(t) * p + static_cast<size_t>(h * D);
       ops::rmsnorm(oh, w.o_norm, D, c.rms_eps, oh);
     }
-  float* gate = s.get(kGate, TP);
-  ops::matmul(w.g_proj, x, T, hs, gate, static_cast<size_t>(P));
+  float* gate = a.gate.data();
+  ops::matmul(w.g_proj, x, rows, hs, gate, p);
   for (size_t i = 0; i < TP; ++i) o[i] = o[i] * ops::sigmoid(gate[i]);
-  ops::matmul(w.o_proj, o, T, static_cast<size_t>(P), out, hs);
+  ops::matmul(w.o_proj, o, rows, p, out, hs);
 }
 
 }  // namespace nj

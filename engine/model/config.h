@@ -4,7 +4,7 @@
 // `text_config.linear_attn_config`) and the flat fixture form (the same keys at the top
 // level, with aliases such as `kda_num_heads`). Every dimension is required: a missing
 // key is an error naming it, never a default. Behavioural switches that the released
-// checkpoint sets explicitly (output gate, renormalization, ...) default to K3's values
+// config sets explicitly (output gate, renormalization, ...) default to K3's values
 // when absent, each noted below.
 #pragma once
 

@@ -3,15 +3,12 @@
 #include "engine/ops/kernels.h"
 
 namespace nj {
-namespace {
-enum Buf : size_t { kGate = 100, kUp };  // distinct from the slots of the MoE using the same Scratch
-}  // namespace
-
-void ffn_forward(const ModelConfig& c, const DenseFfnWeights& w, const float* x, int T, float* out, Scratch& s) {
+void ffn_forward(const ModelConfig& c, const DenseFfnWeights& w, const float* x, int T, float* out,
+                 FfnActivations& a) {
   const int inter = w.gate_proj.rows;
   const size_t ti = static_cast<size_t>(T) * static_cast<size_t>(inter);
-  float* g = s.get(kGate, ti);
-  float* u = s.get(kUp, ti);
+  float* g = a.g.data();
+  float* u = a.u.data();
   ops::matmul(w.gate_proj, x, T, static_cast<size_t>(c.hidden), g, static_cast<size_t>(inter));
   ops::matmul(w.up_proj, x, T, static_cast<size_t>(c.hidden), u, static_cast<size_t>(inter));
   ops::situ_glu(g, u, static_cast<int>(ti), c.situ_beta, c.situ_linear_beta, g);

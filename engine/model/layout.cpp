@@ -29,13 +29,13 @@ std::string shape_str(const std::vector<uint64_t>& s) {
 
 class Resolver {
  public:
-  explicit Resolver(const CheckpointIndex& index) : index_(index) {}
+  explicit Resolver(const TensorIndex& index) : index_(index) {}
 
   // Finds `name` with one of `shapes` (the first is the canonical one) and a dtype in `set`.
   Status need(const std::string& name, std::vector<std::vector<uint64_t>> shapes, unsigned set,
               TensorSlot* out) {
     const TensorInfo* t = index_.find(name);
-    if (!t) return not_found("tensor '" + name + "' is missing from the checkpoint in " + index_.dir());
+    if (!t) return not_found("tensor '" + name + "' is missing from the model in " + index_.dir());
     const std::string where = index_.files()[t->file].path + ": tensor '" + name + "'";
     if (!dtype_in(t->dtype, set))
       return corruption(where + " has dtype " + dtype_name(t->dtype) + ", expected " +
@@ -57,7 +57,7 @@ class Resolver {
   // A vector with at least `min_values` elements, any shape (A_log ships padded).
   Status need_at_least(const std::string& name, uint64_t min_values, TensorSlot* out) {
     const TensorInfo* t = index_.find(name);
-    if (!t) return not_found("tensor '" + name + "' is missing from the checkpoint in " + index_.dir());
+    if (!t) return not_found("tensor '" + name + "' is missing from the model in " + index_.dir());
     const std::string where = index_.files()[t->file].path + ": tensor '" + name + "'";
     if (!dtype_in(t->dtype, kFloat))
       return corruption(where + " has dtype " + dtype_name(t->dtype) + ", expected F32, BF16 or F16");
@@ -73,14 +73,14 @@ class Resolver {
   bool has(const std::string& name) const { return index_.find(name) != nullptr; }
 
  private:
-  const CheckpointIndex& index_;
+  const TensorIndex& index_;
 };
 
 using U = uint64_t;
 
 // Plans the reads of a unit: slots sorted by position, merged where their aligned ranges
 // touch, each extent placed at an aligned buffer offset.
-UnitLayout plan_unit(const CheckpointIndex& index, std::vector<TensorSlot*> slots) {
+UnitLayout plan_unit(const TensorIndex& index, std::vector<TensorSlot*> slots) {
   UnitLayout unit;
   slots.erase(std::remove_if(slots.begin(), slots.end(), [](TensorSlot* s) { return !s->info; }), slots.end());
   std::sort(slots.begin(), slots.end(), [](const TensorSlot* a, const TensorSlot* b) {
@@ -241,7 +241,7 @@ class VectorArena {
 
 }  // namespace
 
-Result<ModelLayout> ModelLayout::build(const ModelConfig& c, const CheckpointIndex& index) {
+Result<ModelLayout> ModelLayout::build(const ModelConfig& c, const TensorIndex& index) {
   ModelLayout m;
   m.config_ = c;
   Resolver r(index);
@@ -324,7 +324,7 @@ std::vector<TensorSlot*> trunk_slots(LayerLayout& L) {
 
 std::vector<TensorSlot*> head_slots(HeadLayout& h) { return {&h.norm, &h.out_res_norm, &h.out_res_proj, &h.lm_head}; }
 
-std::vector<std::string> ModelLayout::file_paths(const CheckpointIndex& index) const {
+std::vector<std::string> ModelLayout::file_paths(const TensorIndex& index) const {
   std::vector<std::string> paths;
   for (const auto& f : index.files()) paths.push_back(f.path);
   paths.insert(paths.end(), extra_files_.begin(), extra_files_.end());

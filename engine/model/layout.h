@@ -3,7 +3,7 @@
 // The forward pass reads weights in units: the trunk of a layer (all its non-expert
 // tensors), one routed expert (its six tensors, or three unquantized), the head (final
 // norms and lm_head), and single rows of the embedding. ModelLayout resolves each unit's
-// tensors in the checkpoint index, checks their dtypes and shapes against the config, and
+// tensors in the tensor index, checks their dtypes and shapes against the config, and
 // plans how the unit's bytes are read: a few extents, each widened to 4 KiB alignment so
 // that O_DIRECT can read them straight into an aligned buffer. A view (weights.h) is then
 // built over such a buffer by `materialize_*`.
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/checkpoint_index.h"
+#include "engine/model/tensor_index.h"
 #include "engine/model/config.h"
 #include "engine/model/weights.h"
 #include "engine/util/status.h"
@@ -79,7 +79,7 @@ class ModelLayout {
  public:
   // Resolves and validates every tensor. Errors name the tensor, its file and what was
   // expected ("...: tensor 'x' has shape [64, 128], expected [64, 256]").
-  static Result<ModelLayout> build(const ModelConfig& config, const CheckpointIndex& index);
+  static Result<ModelLayout> build(const ModelConfig& config, const TensorIndex& index);
 
   const ModelConfig& config() const { return config_; }
   const LayerLayout& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
@@ -98,7 +98,7 @@ class ModelLayout {
   // Files beyond the index's (the pack): their ids follow the index's files in order.
   void add_file(std::string path) { extra_files_.push_back(std::move(path)); }
   // Every file an extent may name, by file id.
-  std::vector<std::string> file_paths(const CheckpointIndex& index) const;
+  std::vector<std::string> file_paths(const TensorIndex& index) const;
   uint64_t head_bytes() const { return head_.unit.tensor_bytes; }
   uint64_t embedding_row_bytes() const;
 

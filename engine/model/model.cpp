@@ -29,7 +29,7 @@ std::string canonical_config_text(const ModelConfig& c) {
   return o.str();
 }
 
-uint64_t model_fingerprint(const ModelConfig& c, const CheckpointIndex& index) {
+uint64_t model_fingerprint(const ModelConfig& c, const TensorIndex& index) {
   const std::string text = canonical_config_text(c);
   return XXH3_64bits(text.data(), text.size()) ^ index.layout_fingerprint();
 }
@@ -37,8 +37,8 @@ uint64_t model_fingerprint(const ModelConfig& c, const CheckpointIndex& index) {
 Result<ModelHeaders> open_model_headers(const std::string& dir, bool use_pack, std::string* pack_warning) {
   ModelHeaders h;
   NJ_ASSIGN_OR_RETURN(h.config, load_model_config(dir));
-  NJ_ASSIGN_OR_RETURN(CheckpointIndex index, CheckpointIndex::open(dir));
-  h.index = std::make_unique<CheckpointIndex>(std::move(index));
+  NJ_ASSIGN_OR_RETURN(TensorIndex index, TensorIndex::open(dir));
+  h.index = std::make_unique<TensorIndex>(std::move(index));
   NJ_ASSIGN_OR_RETURN(ModelLayout layout, ModelLayout::build(h.config, *h.index));
   h.layout = std::make_unique<ModelLayout>(std::move(layout));
   if (use_pack) {
@@ -53,8 +53,8 @@ Result<std::unique_ptr<Model>> Model::open(const std::string& dir, const ModelOp
   std::unique_ptr<Model> m(new Model());
   m->dir_ = dir;
   NJ_ASSIGN_OR_RETURN(m->config_, load_model_config(dir));
-  NJ_ASSIGN_OR_RETURN(CheckpointIndex index, CheckpointIndex::open(dir, options.index_threads));
-  m->index_ = std::make_unique<CheckpointIndex>(std::move(index));
+  NJ_ASSIGN_OR_RETURN(TensorIndex index, TensorIndex::open(dir, options.index_threads));
+  m->index_ = std::make_unique<TensorIndex>(std::move(index));
   NJ_ASSIGN_OR_RETURN(ModelLayout layout, ModelLayout::build(m->config_, *m->index_));
   m->layout_ = std::make_unique<ModelLayout>(std::move(layout));
   if (options.use_pack) {
@@ -65,6 +65,8 @@ Result<std::unique_ptr<Model>> Model::open(const std::string& dir, const ModelOp
     if (!reason.empty()) spdlog::warn("not using the packed trunk: {}", reason);
   }
   NJ_ASSIGN_OR_RETURN(m->plan_, plan_residency(*m->layout_, options.memory_bytes, options.plan));
+  m->plan_options_ = options.plan;
+  m->plan_options_.routing = nullptr;  // (not owned; not kept)
   if (options.memory_bytes == 0) {
     NJ_ASSIGN_OR_RETURN(m->source_, ResidentSource::open(*m->index_, *m->layout_));
   } else {

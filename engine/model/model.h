@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/model/checkpoint_index.h"
+#include "engine/model/tensor_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
 #include "engine/model/planner.h"
@@ -35,11 +35,13 @@ class Model {
 
   const std::string& dir() const { return dir_; }
   const ModelConfig& config() const { return config_; }
-  const CheckpointIndex& index() const { return *index_; }
+  const TensorIndex& index() const { return *index_; }
   const ModelLayout& layout() const { return *layout_; }
   WeightSource& weights() { return *source_; }
-  // The residency plan in force (everything resident without a budget).
+  // The residency plan in force (everything resident without a budget), and what it was
+  // planned for (batch, rows per pass, context).
   const ResidencyPlan& plan() const { return plan_; }
+  const PlanOptions& plan_options() const { return plan_options_; }
   // Whether trunk units are read from a packed trunk file.
   bool uses_pack() const { return uses_pack_; }
 
@@ -51,9 +53,10 @@ class Model {
   Model() = default;
   std::string dir_;
   ModelConfig config_;
-  std::unique_ptr<CheckpointIndex> index_;
+  std::unique_ptr<TensorIndex> index_;
   std::unique_ptr<ModelLayout> layout_;
   ResidencyPlan plan_;
+  PlanOptions plan_options_;
   bool uses_pack_ = false;
   std::unique_ptr<WeightSource> source_;
   uint64_t fingerprint_ = 0;
@@ -67,13 +70,13 @@ std::string canonical_config_text(const ModelConfig& c);
 // (a stale one is reported in `*pack_warning`).
 struct ModelHeaders {
   ModelConfig config;
-  std::unique_ptr<CheckpointIndex> index;
+  std::unique_ptr<TensorIndex> index;
   std::unique_ptr<ModelLayout> layout;
 };
 Result<ModelHeaders> open_model_headers(const std::string& dir, bool use_pack, std::string* pack_warning);
 
 // Model::fingerprint() without opening the weights: the hash of the canonical config text
 // and of the index's layout.
-uint64_t model_fingerprint(const ModelConfig& c, const CheckpointIndex& index);
+uint64_t model_fingerprint(const ModelConfig& c, const TensorIndex& index);
 
 }  // namespace nj

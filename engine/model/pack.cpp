@@ -57,7 +57,7 @@ UnitLayout& unit_of(ModelLayout& layout, int u) {
 
 }  // namespace
 
-Result<PackStats> write_trunk_pack(Env& env, const CheckpointIndex& index, const ModelLayout& layout_in,
+Result<PackStats> write_trunk_pack(Env& env, const TensorIndex& index, const ModelLayout& layout_in,
                                    const std::string& out_dir) {
   const auto t0 = std::chrono::steady_clock::now();
   ModelLayout layout = layout_in;  // slots are read through; nothing here changes the caller's
@@ -126,7 +126,7 @@ Result<PackStats> write_trunk_pack(Env& env, const CheckpointIndex& index, const
   return stats;
 }
 
-Result<bool> use_trunk_pack(Env& env, const std::string& dir, const CheckpointIndex& index, ModelLayout* layout,
+Result<bool> use_trunk_pack(Env& env, const std::string& dir, const TensorIndex& index, ModelLayout* layout,
                             uint32_t pack_file_id, std::string* reason) {
   const std::string manifest_path = dir + "/" + kPackManifest;
   if (!env.exists(manifest_path)) return false;

@@ -1,5 +1,5 @@
 // The packed trunk: every trunk unit's tensors (a layer's non-expert tensors, and the head)
-// in one 4 KiB-aligned run, so that a unit is one sequential read however the checkpoint
+// in one 4 KiB-aligned run, so that a unit is one sequential read however the model files
 // was laid out. Experts are never packed: they stay in the shards (each expert is already
 // one contiguous run there).
 //
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "engine/io/env.h"
-#include "engine/model/checkpoint_index.h"
+#include "engine/model/tensor_index.h"
 #include "engine/model/layout.h"
 #include "engine/util/status.h"
 
@@ -42,14 +42,14 @@ struct PackStats {
 // Writes the pack of the model opened as (index, layout) into `out_dir`. Reads every trunk
 // unit once. Errors name the file and step; on error nothing in out_dir is left usable
 // (no manifest).
-Result<PackStats> write_trunk_pack(Env& env, const CheckpointIndex& index, const ModelLayout& layout,
+Result<PackStats> write_trunk_pack(Env& env, const TensorIndex& index, const ModelLayout& layout,
                                    const std::string& out_dir);
 
 // Looks for a pack in `dir` and, when it is valid for this model, switches the layout's
 // trunk units to it (their file becomes `pack_file_id`). Returns true when the pack is in
 // use, false when there is none; a pack that is present but stale, foreign or damaged
 // is not used, and `reason` says why (for a warning).
-Result<bool> use_trunk_pack(Env& env, const std::string& dir, const CheckpointIndex& index, ModelLayout* layout,
+Result<bool> use_trunk_pack(Env& env, const std::string& dir, const TensorIndex& index, ModelLayout* layout,
                             uint32_t pack_file_id, std::string* reason);
 
 }  // namespace nj

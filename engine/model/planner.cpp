@@ -5,7 +5,9 @@
 #include <numeric>
 #include <sstream>
 
-#include "engine/model/session.h"
+#include <cmath>
+
+#include "engine/model/activations.h"
 #include "engine/util/units.h"
 
 namespace nj {
@@ -37,15 +39,86 @@ uint64_t sequence_state_bytes(const ModelConfig& c, int max_context) {
          4 * static_cast<uint64_t>(max_context);  // token ids
 }
 
+ActivationShape planned_activation_shape(const PlanOptions& o) {
+  const int batch = std::max(1, o.batch);
+  const int rows = std::max(std::max(1, o.prefill_chunk), batch);
+  return ActivationShape{rows, batch, std::max(1, o.max_context), o.all_logits ? rows : batch};
+}
+
+double expected_distinct_experts(int num_experts, int top_k, int rows) {
+  if (num_experts <= 0 || rows <= 0) return 0;
+  const double miss = 1.0 - static_cast<double>(top_k) / num_experts;
+  return num_experts * (1.0 - std::pow(miss, rows));
+}
+
+namespace {
+
+// State and activations of a batch: what the budget holds besides weights.
+void batch_memory(const ModelConfig& c, const PlanOptions& o, int batch, uint64_t* state, uint64_t* scratch) {
+  PlanOptions ob = o;
+  ob.batch = batch;
+  *state = sequence_state_bytes(c, o.max_context) * static_cast<uint64_t>(std::max(1, o.sequence_states)) *
+           static_cast<uint64_t>(batch);
+  *scratch = activation_bytes(c, planned_activation_shape(ob));
+}
+
+struct WeightMinimum {
+  uint64_t largest_unit = 0, expert_buffer = 0;
+  int ring_slots = 2, expert_buffers = 0;
+  uint64_t bytes() const {
+    return static_cast<uint64_t>(ring_slots) * largest_unit + static_cast<uint64_t>(expert_buffers) * expert_buffer;
+  }
+};
+
+WeightMinimum weight_minimum(const ModelLayout& layout, const PlanOptions& o) {
+  const ModelConfig& c = layout.config();
+  WeightMinimum m;
+  m.largest_unit = layout.head().unit.buffer_bytes;
+  bool any_moe = false;
+  for (int l = 0; l < c.layers; ++l) {
+    m.largest_unit = std::max(m.largest_unit, layout.layer(l).unit.buffer_bytes);
+    if (c.is_dense(l)) continue;
+    any_moe = true;
+    for (int e = 0; e < c.num_experts; ++e)
+      m.expert_buffer = std::max(m.expert_buffer, layout.expert(l, e).unit.buffer_bytes);
+  }
+  m.ring_slots = std::max(2, o.ring_slots);
+  m.expert_buffers = any_moe ? std::max(2, std::min(c.top_k, o.min_expert_buffers)) : 0;
+  return m;
+}
+
+// The largest batch whose minimum fits `budget` (0 when not even one does).
+int largest_batch(const ModelLayout& layout, const PlanOptions& o, uint64_t budget) {
+  if (min_memory_for_batch(layout, o, 1) > budget) return 0;
+  int lo = 1, hi = 2;
+  while (hi < (1 << 20) && min_memory_for_batch(layout, o, hi) <= budget) {
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (min_memory_for_batch(layout, o, mid) <= budget ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+}  // namespace
+
+uint64_t min_memory_for_batch(const ModelLayout& layout, const PlanOptions& o, int batch) {
+  uint64_t state = 0, scratch = 0;
+  batch_memory(layout.config(), o, batch, &state, &scratch);
+  return state + scratch + weight_minimum(layout, o).bytes();
+}
+
 Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
                                      const PlanOptions& o) {
   const ModelConfig& c = layout.config();
   ResidencyPlan p;
   p.budget_bytes = budget;
   p.bandwidth_gbps = o.bandwidth_gbps;
-  p.state_bytes = sequence_state_bytes(c, o.max_context) *
-                  static_cast<uint64_t>(std::max(1, o.sequence_states));
-  p.scratch_bytes = estimate_session_scratch_bytes(c, o.prefill_chunk, o.max_context, o.all_logits);
+  p.batch = std::max(1, o.batch);
+  p.rows_per_pass = planned_activation_shape(o).rows;
+  batch_memory(c, o, p.batch, &p.state_bytes, &p.scratch_bytes);
   const uint64_t fixed = p.state_bytes + p.scratch_bytes;
 
   std::vector<Unit> units;
@@ -53,25 +126,18 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
     units.push_back({l, layout.layer(l).unit.buffer_bytes, read_bytes(layout.layer(l).unit)});
   units.push_back({c.layers, layout.head().unit.buffer_bytes, read_bytes(layout.head().unit)});
   std::vector<int> moe_layers;
-  uint64_t expert_buffer = 0, expert_read = 0;
+  uint64_t expert_read = 0;
   for (int l = 0; l < c.layers; ++l) {
     if (c.is_dense(l)) continue;
     moe_layers.push_back(l);
-    for (int e = 0; e < c.num_experts; ++e) {
-      expert_buffer = std::max(expert_buffer, layout.expert(l, e).unit.buffer_bytes);
-      expert_read = std::max(expert_read, read_bytes(layout.expert(l, e).unit));
-    }
+    for (int e = 0; e < c.num_experts; ++e) expert_read = std::max(expert_read, read_bytes(layout.expert(l, e).unit));
   }
+  const WeightMinimum wmin = weight_minimum(layout, o);
+  const uint64_t expert_buffer = wmin.expert_buffer, largest_unit = wmin.largest_unit;
+  const int ring_slots = wmin.ring_slots, min_expert_buffers = wmin.expert_buffers;
   p.expert_buffer_bytes = expert_buffer;
-  const uint64_t largest_unit =
-      std::max_element(units.begin(), units.end(), [](const Unit& a, const Unit& b) {
-        return a.buffer_bytes < b.buffer_bytes;
-      })->buffer_bytes;
-  const int ring_slots = std::max(2, o.ring_slots);
-  const int min_expert_buffers =
-      moe_layers.empty() ? 0 : std::max(2, std::min(c.top_k, o.min_expert_buffers));
-  p.min_memory_bytes = fixed + static_cast<uint64_t>(ring_slots) * largest_unit +
-                       static_cast<uint64_t>(min_expert_buffers) * expert_buffer;
+  p.min_memory_bytes = fixed + wmin.bytes();
+  p.max_batch = budget == 0 ? 0 : largest_batch(layout, o, budget);
 
   p.pinned.assign(units.size(), false);
   p.expert_cache_slots.assign(static_cast<size_t>(c.layers), 0);
@@ -94,21 +160,28 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
     p.expert_buffers = static_cast<int>(moe_layers.size()) * c.num_experts;
     for (int l : moe_layers) p.expert_cache_slots[static_cast<size_t>(l)] = c.num_experts;
   } else {
-    if (budget < p.min_memory_bytes)
+    if (budget < p.min_memory_bytes) {
+      std::string fits;
+      if (p.batch > 1)
+        fits = p.max_batch > 0 ? "; a batch of " + std::to_string(p.max_batch) + " fits this budget"
+                               : "; not even a batch of 1 fits this budget";
       return resource_exhausted(
           "memory budget " + format_bytes(budget) + " is below the minimum of " +
           format_bytes(p.min_memory_bytes) + " (" + std::to_string(p.min_memory_bytes) +
-          " bytes) this model needs: sequence state " + format_bytes(p.state_bytes) + ", scratch " +
+          " bytes) this model needs" + (p.batch > 1 ? " for a batch of " + std::to_string(p.batch) : "") +
+          ": sequence state " + format_bytes(p.state_bytes) + ", activations " +
           format_bytes(p.scratch_bytes) + ", " + std::to_string(ring_slots) +
           " x the largest trunk unit " + format_bytes(largest_unit) + ", " +
-          std::to_string(min_expert_buffers) + " x one expert " + format_bytes(expert_buffer));
+          std::to_string(min_expert_buffers) + " x one expert " + format_bytes(expert_buffer) + fits);
+    }
     int buffers = min_expert_buffers;
+    const int step_experts = std::min(c.num_experts, p.batch * c.top_k);
     auto total = [&](const std::vector<bool>& pinned, int slots, int nbuf) {
       return fixed + pinned_sum(pinned) + static_cast<uint64_t>(slots) * ring_for(pinned) +
              static_cast<uint64_t>(nbuf) * expert_buffer;
     };
-    // 2. up to top_k expert buffers, so that a layer's misses are read at once
-    while (!moe_layers.empty() && buffers < c.top_k &&
+    // 2. up to the experts one decode step needs, so that a layer's misses are read at once
+    while (!moe_layers.empty() && buffers < step_experts &&
            total(p.pinned, ring_slots, buffers + 1) <= budget)
       ++buffers;
     // 3. pin trunk units, largest first
@@ -148,10 +221,12 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
          return p.expert_cache_slots[static_cast<size_t>(l)] >= c.num_experts;
        }));
 
-  // Predicted reads per decoded token at steady state (uniform routing for the cache).
+  // Predicted reads per decode step at steady state (uniform routing for the cache and the
+  // union of the batch's experts unless a routing profile says otherwise).
   for (const Unit& u : units)
-    if (!p.pinned[static_cast<size_t>(u.id)]) p.predicted_trunk_bytes_per_token += u.read_bytes;
-  p.predicted_trunk_bytes_per_token += layout.embedding_row_bytes();
+    if (!p.pinned[static_cast<size_t>(u.id)]) p.predicted_trunk_bytes_per_step += u.read_bytes;
+  p.predicted_trunk_bytes_per_step += static_cast<uint64_t>(p.batch) * layout.embedding_row_bytes();
+  p.predicted_distinct_experts = expected_distinct_experts(c.num_experts, c.top_k, p.batch);
   double hit_sum = 0;
   for (int l : moe_layers) {
     const int slots = p.expert_cache_slots[static_cast<size_t>(l)];
@@ -166,13 +241,18 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
       }
     }
     hit_sum += hit;
-    p.predicted_expert_bytes_per_token += static_cast<uint64_t>(
-        static_cast<double>(c.top_k) * static_cast<double>(expert_read) * (1.0 - hit));
+    p.predicted_expert_bytes_per_step += static_cast<uint64_t>(
+        p.predicted_distinct_experts * static_cast<double>(expert_read) * (1.0 - hit));
   }
   p.predicted_expert_hit_rate =
       moe_layers.empty() ? 0 : hit_sum / static_cast<double>(moe_layers.size());
-  p.predicted_seconds_per_token =
-      static_cast<double>(p.predicted_bytes_per_token()) / (o.bandwidth_gbps * 1e9);
+  p.predicted_trunk_bytes_per_token = p.predicted_trunk_bytes_per_step / static_cast<uint64_t>(p.batch);
+  p.predicted_expert_bytes_per_token = p.predicted_expert_bytes_per_step / static_cast<uint64_t>(p.batch);
+  p.predicted_seconds_per_step =
+      static_cast<double>(p.predicted_bytes_per_step()) / (o.bandwidth_gbps * 1e9);
+  p.predicted_seconds_per_token = p.predicted_seconds_per_step / p.batch;
+  p.predicted_tokens_per_second =
+      p.predicted_seconds_per_step > 0 ? p.batch / p.predicted_seconds_per_step : 0.0;
   return p;
 }
 
@@ -197,13 +277,22 @@ nlohmann::json ResidencyPlan::to_json() const {
                  {"ring_bytes", ring_bytes},
                  {"expert_pool_bytes", expert_pool_bytes},
                  {"total_bytes", total_bytes()}};
+  j["batch"] = batch;
+  j["rows_per_pass"] = rows_per_pass;
+  j["max_batch"] = max_batch;
+  j["predicted_bytes_per_step"] = predicted_bytes_per_step();
+  j["predicted_trunk_bytes_per_step"] = predicted_trunk_bytes_per_step;
+  j["predicted_expert_bytes_per_step"] = predicted_expert_bytes_per_step;
+  j["predicted_distinct_experts"] = predicted_distinct_experts;
   j["predicted_bytes_per_token"] = predicted_bytes_per_token();
   j["predicted_trunk_bytes_per_token"] = predicted_trunk_bytes_per_token;
   j["predicted_expert_bytes_per_token"] = predicted_expert_bytes_per_token;
   j["predicted_expert_hit_rate"] = predicted_expert_hit_rate;
   j["hit_rate_model"] = routing_profile_used ? "routing profile" : "uniform routing";
   j["bandwidth_gbps"] = bandwidth_gbps;
+  j["predicted_seconds_per_step"] = predicted_seconds_per_step;
   j["predicted_seconds_per_token"] = predicted_seconds_per_token;
+  j["predicted_tokens_per_second"] = predicted_tokens_per_second;
   return j;
 }
 
@@ -223,18 +312,26 @@ std::string ResidencyPlan::to_text() const {
   const int cached = std::accumulate(expert_cache_slots.begin(), expert_cache_slots.end(), 0);
   o << "expert buffers      " << expert_buffers << " x " << format_bytes(expert_buffer_bytes)
     << " (" << cached << " cache slots over the MoE layers)\n";
-  o << "state + scratch     " << format_bytes(state_bytes) << " + " << format_bytes(scratch_bytes)
+  o << "batch               " << batch << " sequence" << (batch == 1 ? "" : "s") << " per step, passes of up to "
+    << rows_per_pass << " rows";
+  if (budget_bytes) o << " (this budget holds up to " << max_batch << ")";
+  o << "\n";
+  o << "state + activations " << format_bytes(state_bytes) << " + " << format_bytes(scratch_bytes)
     << "\n";
   o << "planned total       " << format_bytes(total_bytes()) << "\n";
-  char buf[128];
+  char buf[160];
   std::snprintf(buf, sizeof buf, "%.1f%%", 100 * predicted_expert_hit_rate);
-  o << "reads per token     " << format_bytes(predicted_bytes_per_token()) << " (trunk "
-    << format_bytes(predicted_trunk_bytes_per_token) << ", experts "
-    << format_bytes(predicted_expert_bytes_per_token) << " at a " << buf << " cache hit rate, "
+  std::snprintf(buf + 64, 64, "%.1f", predicted_distinct_experts);
+  o << "reads per step      " << format_bytes(predicted_bytes_per_step()) << " (trunk "
+    << format_bytes(predicted_trunk_bytes_per_step) << ", experts "
+    << format_bytes(predicted_expert_bytes_per_step) << ": " << (buf + 64) << " distinct per layer at a " << buf
+    << " cache hit rate, "
     << (routing_profile_used ? "from the routing profile" : "assuming uniform routing") << ")\n";
-  std::snprintf(buf, sizeof buf, "%.3f s at %.2f GB/s", predicted_seconds_per_token,
-                bandwidth_gbps);
-  o << "I/O floor per token " << buf << "\n";
+  o << "reads per token     " << format_bytes(predicted_bytes_per_token()) << "\n";
+  std::snprintf(buf, sizeof buf, "%.3f s per step at %.2f GB/s, %.3f s per token, %.3f tokens/s in all",
+                predicted_seconds_per_step, bandwidth_gbps, predicted_seconds_per_token,
+                predicted_tokens_per_second);
+  o << "I/O floor           " << buf << "\n";
   return o.str();
 }
 

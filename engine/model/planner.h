@@ -1,15 +1,18 @@
 // The residency planner: turns a memory budget into where every weight byte lives.
 //
-// Per decoded token the model reads every trunk unit (each layer's non-expert tensors, and
-// the head: final norms and lm_head) and top_k routed experts per MoE layer. Memory can hold
-// some of that between tokens. Pinning a trunk unit saves its whole size per token for its
-// size in memory (1 byte saved per byte held); an expert-cache slot saves an expert only
-// when the router picks it again (top_k / num_experts per byte held, for uniform routing).
+// Per decode step the model reads every trunk unit (each layer's non-expert tensors, and
+// the head: final norms and lm_head) once for the whole batch, and per MoE layer the union
+// of the experts its rows route to (top_k for one sequence). Memory can hold some of that
+// between steps. Pinning a trunk unit saves its whole size per step for its size in memory
+// (1 byte saved per byte held); an expert-cache slot saves an expert only when the router
+// picks it again (about distinct / num_experts per byte held, for uniform routing).
 // So the plan fills the budget in that order:
-//   1. the minimum: sequence state and scratch, a ring of two buffers the size of the
-//      largest trunk unit (the next unit is read while one computes) and two expert
-//      buffers (one reads while one computes): below it the disk would sit idle;
-//   2. more expert buffers, up to top_k, so that a layer's misses are all read at once;
+//   1. the minimum: the batch's sequence states and the activations of its largest pass, a
+//      ring of two buffers the size of the largest trunk unit (the next unit is read while
+//      one computes) and two expert buffers (one reads while one computes): below it the
+//      disk would sit idle;
+//   2. more expert buffers, up to the experts one decode step of the batch needs
+//      (min(E, batch x top_k)), so that a layer's misses are all read at once;
 //   3. pinned trunk units, largest first (pinning the largest also shrinks the ring);
 //   4. expert-cache slots, spread evenly over the MoE layers.
 // The plan never changes the tokens: only where bytes come from.
@@ -21,6 +24,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/model/activations.h"
+#include "engine/model/batch.h"
 #include "engine/model/layout.h"
 #include "engine/moe/routing_profile.h"
 #include "engine/util/status.h"
@@ -28,11 +33,15 @@
 namespace nj {
 
 struct PlanOptions {
-  int prefill_chunk = 64;  // as SessionOptions: scratch grows with it
+  int prefill_chunk = kDefaultPrefillChunk;  // as SessionOptions: activations grow with it
   int max_context =
       4096;  // positions of MLA cache reserved (the state grows 55 KB/position for K3)
-  bool all_logits = false;  // `logits` keeps [chunk][vocab] rows
-  int sequence_states = 1;  // sequence states held at once (a classification keeps the state
+  bool all_logits = false;  // a pass keeps logits for every row it computes
+  // Sequences decoding together (one row each per decode pass). The budget holds a state
+  // for each and activations for a pass of max(prefill_chunk, batch) rows; the
+  // predictions are per step of the whole batch.
+  int batch = 1;
+  int sequence_states = 1;  // states held per sequence (a classification keeps the state
                             // after its prompt while it scores labels that share tokens: 2)
   int ring_slots = 2;       // trunk units in memory at once when streaming: one computes while the
                             // others read (2 is the least that overlaps; more reads further ahead)
@@ -58,8 +67,11 @@ struct ResidencyPlan {
   uint64_t expert_buffer_bytes = 0;
   std::vector<int> expert_cache_slots;  // [layers]: idle experts a layer may keep (0 for dense)
 
-  uint64_t state_bytes = 0;    // sequence_states x the sequence state at max_context
-  uint64_t scratch_bytes = 0;  // session scratch at prefill_chunk
+  int batch = 1;               // sequences per decode pass
+  int rows_per_pass = 1;       // the most rows a pass carries (activations are sized for it)
+  int max_batch = 0;           // the largest batch this budget holds (0: not even one)
+  uint64_t state_bytes = 0;    // batch x sequence_states x the sequence state at max_context
+  uint64_t scratch_bytes = 0;  // the activations of a pass (activations.h), kernels' scratch
   uint64_t pinned_bytes = 0;
   uint64_t ring_bytes = 0;
   uint64_t expert_pool_bytes = 0;
@@ -67,7 +79,17 @@ struct ResidencyPlan {
     return state_bytes + scratch_bytes + pinned_bytes + ring_bytes + expert_pool_bytes;
   }
 
-  // Per decoded token, at steady state.
+  // Per decode step of the whole batch (one token for each of `batch` sequences), at
+  // steady state: every streamed trunk unit once, and the experts the step's rows need
+  // (under uniform routing, a layer's batch of B rows needs E·(1 − (1 − k/E)^B) distinct
+  // experts), less what the cache holds.
+  uint64_t predicted_trunk_bytes_per_step = 0;
+  uint64_t predicted_expert_bytes_per_step = 0;
+  uint64_t predicted_bytes_per_step() const {
+    return predicted_trunk_bytes_per_step + predicted_expert_bytes_per_step;
+  }
+  double predicted_distinct_experts = 0;  // per MoE layer per decode step
+  // Per decoded token: a step's bytes shared by the batch's sequences.
   uint64_t predicted_trunk_bytes_per_token = 0;
   uint64_t predicted_expert_bytes_per_token = 0;
   uint64_t predicted_bytes_per_token() const {
@@ -76,7 +98,9 @@ struct ResidencyPlan {
   double predicted_expert_hit_rate = 0;  // mean over MoE layers
   bool routing_profile_used = false;
   double bandwidth_gbps = 0;
-  double predicted_seconds_per_token = 0;  // the I/O floor: bytes / bandwidth
+  double predicted_seconds_per_step = 0;   // the I/O floor: a step's bytes / bandwidth
+  double predicted_seconds_per_token = 0;  // per sequence's token: the step's floor / batch
+  double predicted_tokens_per_second = 0;  // all sequences together
 
   nlohmann::json to_json() const;
   std::string to_text() const;
@@ -85,8 +109,17 @@ struct ResidencyPlan {
 // Bytes of sequence state (KDA S + conv history, MLA cache at max_context, last logits).
 uint64_t sequence_state_bytes(const ModelConfig& c, int max_context);
 
-// Plans `budget_bytes` (0 = everything resident). ResourceExhausted naming the minimum when
-// the budget is below it.
+// The activation shape of the passes `o` describes (rows = max(prefill_chunk, batch)).
+ActivationShape planned_activation_shape(const PlanOptions& o);
+
+// The smallest budget a batch of `batch` sequences runs in with options `o`.
+uint64_t min_memory_for_batch(const ModelLayout& layout, const PlanOptions& o, int batch);
+
+// Expected distinct experts among `rows` rows routed uniformly to top_k of num_experts.
+double expected_distinct_experts(int num_experts, int top_k, int rows);
+
+// Plans `budget_bytes` (0 = everything resident). ResourceExhausted naming the minimum, and
+// the largest batch that would fit, when the budget is below it.
 Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget_bytes,
                                      const PlanOptions& options);
 

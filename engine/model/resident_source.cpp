@@ -5,7 +5,7 @@
 
 #include <xxhash.h>
 
-#include "engine/model/dtype.h"
+#include "engine/util/dtype.h"
 
 namespace nj {
 
@@ -26,7 +26,7 @@ Status verify_unit(const UnitLayout& unit, const uint8_t* buffer, const std::str
                     "shards)");
 }
 
-Result<std::unique_ptr<ResidentSource>> ResidentSource::open(const CheckpointIndex& index,
+Result<std::unique_ptr<ResidentSource>> ResidentSource::open(const TensorIndex& index,
                                                              const ModelLayout& layout) {
   std::unique_ptr<ResidentSource> src(new ResidentSource(layout));
   std::vector<std::unique_ptr<RandomAccessFile>> files;

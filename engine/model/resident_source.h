@@ -1,4 +1,4 @@
-// A WeightSource that reads the whole checkpoint into RAM when it opens: the behaviour
+// A WeightSource that reads every weight into RAM when it opens: the behaviour
 // without a memory budget, and the reference the streaming source must equal.
 #pragma once
 
@@ -22,8 +22,8 @@ Status verify_unit(const UnitLayout& unit, const uint8_t* buffer, const std::str
 
 class ResidentSource final : public WeightSource {
  public:
-  // Opens the checkpoint's files and reads every unit. `layout` must outlive the source.
-  static Result<std::unique_ptr<ResidentSource>> open(const CheckpointIndex& index,
+  // Opens the model's files and reads every unit. `layout` must outlive the source.
+  static Result<std::unique_ptr<ResidentSource>> open(const TensorIndex& index,
                                                       const ModelLayout& layout);
 
   const ModelLayout& layout() const override { return layout_; }

@@ -7,15 +7,6 @@
 
 namespace nj {
 
-Status validate_sampling(const SamplingParams& p) {
-  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature))
-    return invalid_argument("temperature must be a finite number >= 0, not " + std::to_string(p.temperature));
-  if (p.top_k < 0) return invalid_argument("top_k must be >= 0, not " + std::to_string(p.top_k));
-  if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
-    return invalid_argument("top_p must be in (0, 1], not " + std::to_string(p.top_p));
-  return Status();
-}
-
 uint64_t rng_next(RngState& r) {
   uint64_t z = (r.s += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "engine/model/dtype.h"
+#include "engine/util/dtype.h"
 #include "engine/model/resident_source.h"
 
 namespace nj {
@@ -29,7 +29,7 @@ Result<std::unique_ptr<RandomAccessFile>> open_for_streaming(const std::string& 
   return file;
 }
 
-StreamingSource::StreamingSource(const CheckpointIndex& index, const ModelLayout& layout, const ResidencyPlan& plan,
+StreamingSource::StreamingSource(const TensorIndex& index, const ModelLayout& layout, const ResidencyPlan& plan,
                                  StreamingOptions options)
     : index_(index), layout_(layout), plan_(plan), options_(std::move(options)) {}
 
@@ -48,7 +48,7 @@ std::shared_ptr<ReadTicket> StreamingSource::read_unit_async(const UnitLayout& u
   return pool_->submit(std::move(reqs), p);
 }
 
-Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const CheckpointIndex& index, const ModelLayout& layout,
+Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const TensorIndex& index, const ModelLayout& layout,
                                                                const ResidencyPlan& plan, StreamingOptions options) {
   std::unique_ptr<StreamingSource> s(new StreamingSource(index, layout, plan, std::move(options)));
   for (const auto& path : layout.file_paths(index)) {
@@ -86,12 +86,11 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const CheckpointI
   }
   s->ring_.resize(static_cast<size_t>(plan.ring_slots));
   for (auto& slot : s->ring_) slot.buf = AlignedBuffer(plan.ring_slot_bytes);
-  s->experts_.resize(static_cast<size_t>(plan.expert_buffers));
-  for (auto& b : s->experts_) b.buf = AlignedBuffer(plan.expert_buffer_bytes);
-  s->where_.resize(static_cast<size_t>(c.layers));
-  s->pending_.resize(static_cast<size_t>(c.layers));
-  s->stats_.layer_hits.assign(static_cast<size_t>(c.layers), 0);
-  s->stats_.layer_misses.assign(static_cast<size_t>(c.layers), 0);
+  StreamingSource* self = s.get();
+  s->experts_ = std::make_unique<ExpertCache>(
+      layout, plan.expert_buffers, plan.expert_buffer_bytes, plan.expert_cache_slots, s->options_.policy,
+      [self](const UnitLayout& u, uint8_t* buffer, ReadPriority p) { return self->read_unit_async(u, buffer, p); },
+      [self](const std::shared_ptr<ReadTicket>& t) { return self->await(t); });
   s->embed_buf_ = AlignedBuffer(align_up(layout.embedding_row_bytes(), kDirectAlign) + kDirectAlign);
   return s;
 }
@@ -239,148 +238,6 @@ void StreamingSource::will_need_layer(int l) {
   }
 }
 
-// --- experts ---
-
-void StreamingSource::issue_expert_locked(int b, int layer, int e) {
-  ExpertBuf& buf = experts_[static_cast<size_t>(b)];
-  if (buf.layer >= 0) where_[static_cast<size_t>(buf.layer)].erase(buf.expert);
-  buf.layer = layer;
-  buf.expert = e;
-  buf.view.reset();
-  buf.uses = 0;
-  buf.needed = true;
-  buf.hit = false;
-  where_[static_cast<size_t>(layer)][e] = b;
-  buf.ticket = read_unit_async(layout_.expert(layer, e).unit, buf.buf.data(), ReadPriority::kUrgent);
-}
-
-// A buffer for a miss of `layer`: a free one, else the policy's pick among idle experts that
-// nobody is about to use. -1 when every buffer is in use, loading, or announced.
-int StreamingSource::obtain_expert_buffer_locked(int /*layer*/) {
-  for (size_t i = 0; i < experts_.size(); ++i)
-    if (experts_[i].layer < 0 && experts_[i].refs == 0) return static_cast<int>(i);
-  std::vector<ExpertCandidate> idle;
-  for (size_t i = 0; i < experts_.size(); ++i) {
-    const ExpertBuf& b = experts_[i];
-    if (b.refs == 0 && !b.needed && (!b.ticket || b.ticket->done()))
-      idle.push_back({static_cast<int>(i), b.layer, b.expert, b.last_use, b.uses});
-  }
-  if (idle.empty()) return -1;
-  return idle[options_.policy->choose_victim(idle)].buffer;
-}
-
-void StreamingSource::pump_locked(int layer) {
-  auto& pending = pending_[static_cast<size_t>(layer)];
-  while (!pending.empty()) {
-    const int b = obtain_expert_buffer_locked(layer);
-    if (b < 0) return;
-    const int e = pending.front();
-    pending.pop_front();
-    issue_expert_locked(b, layer, e);
-    stats_.layer_misses[static_cast<size_t>(layer)]++;
-    stats_.expert_misses++;
-  }
-}
-
-void StreamingSource::will_need_experts(int l, std::span<const int> ids) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& where = where_[static_cast<size_t>(l)];
-  auto& pending = pending_[static_cast<size_t>(l)];
-  for (int e : ids) {
-    auto it = where.find(e);
-    if (it != where.end()) {
-      ExpertBuf& b = experts_[static_cast<size_t>(it->second)];
-      if (!b.needed) {
-        b.needed = true;
-        b.hit = true;
-        stats_.layer_hits[static_cast<size_t>(l)]++;
-        stats_.expert_hits++;
-      }
-    } else if (std::find(pending.begin(), pending.end(), e) == pending.end()) {
-      pending.push_back(e);
-    }
-  }
-  pump_locked(l);
-}
-
-Result<std::shared_ptr<const ExpertWeights>> StreamingSource::expert(int l, int e) {
-  int b = -1;
-  std::shared_ptr<ReadTicket> ticket;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto& where = where_[static_cast<size_t>(l)];
-    auto it = where.find(e);
-    if (it == where.end()) {
-      // Not announced, or waiting for a buffer: issue it first, taking a buffer from an
-      // announced-but-unused expert if nothing else is free (it will be read again).
-      auto& pending = pending_[static_cast<size_t>(l)];
-      pending.erase(std::remove(pending.begin(), pending.end(), e), pending.end());
-      int nb = obtain_expert_buffer_locked(l);
-      if (nb < 0) {
-        for (size_t i = 0; i < experts_.size() && nb < 0; ++i) {
-          ExpertBuf& c = experts_[i];
-          if (c.refs == 0 && (!c.ticket || c.ticket->done())) {
-            if (c.needed && c.layer == l) pending.push_front(c.expert);
-            nb = static_cast<int>(i);
-          }
-        }
-      }
-      if (nb < 0) return internal_error("expert pool exhausted: every buffer is in use or loading");
-      issue_expert_locked(nb, l, e);
-      stats_.layer_misses[static_cast<size_t>(l)]++;
-      stats_.expert_misses++;
-      it = where.find(e);
-    }
-    b = it->second;
-    ExpertBuf& buf = experts_[static_cast<size_t>(b)];
-    buf.refs++;
-    buf.needed = false;
-    buf.last_use = ++tick_;
-    buf.uses++;
-    ticket = buf.ticket;
-  }
-  Status st = await(ticket);
-  std::lock_guard<std::mutex> lock(mu_);
-  ExpertBuf& buf = experts_[static_cast<size_t>(b)];
-  if (!st.ok()) {
-    buf.refs--;
-    where_[static_cast<size_t>(l)].erase(e);
-    buf.layer = buf.expert = -1;
-    return st;
-  }
-  if (!buf.view) {
-    const ExpertLayout& el = layout_.expert(l, e);
-    buf.view = std::make_shared<ExpertWeights>(materialize_expert(el, buf.buf.data()));
-    stats_.expert_bytes_read += el.unit.tensor_bytes;
-  }
-  std::shared_ptr<const ExpertWeights> view = buf.view;
-  return std::shared_ptr<const ExpertWeights>(view.get(), [this, b, view](const ExpertWeights*) { release_expert(b); });
-}
-
-void StreamingSource::release_expert(int b) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ExpertBuf& buf = experts_[static_cast<size_t>(b)];
-  const int layer = buf.layer;
-  if (--buf.refs > 0) return;
-  // Keep at most the planned number of idle experts for this layer; the rest is staging.
-  const int quota = plan_.expert_cache_slots[static_cast<size_t>(layer)];
-  std::vector<ExpertCandidate> idle;
-  for (size_t i = 0; i < experts_.size(); ++i) {
-    const ExpertBuf& x = experts_[i];
-    if (x.layer == layer && x.refs == 0 && !x.needed && (!x.ticket || x.ticket->done()))
-      idle.push_back({static_cast<int>(i), x.layer, x.expert, x.last_use, x.uses});
-  }
-  while (static_cast<int>(idle.size()) > quota) {
-    const size_t v = options_.policy->choose_victim(idle);
-    ExpertBuf& victim = experts_[static_cast<size_t>(idle[v].buffer)];
-    where_[static_cast<size_t>(layer)].erase(victim.expert);
-    victim.layer = victim.expert = -1;
-    victim.view.reset();
-    idle.erase(idle.begin() + static_cast<long>(v));
-  }
-  pump_locked(layer);
-}
-
 // --- embedding ---
 
 Status StreamingSource::embed(std::span<const int32_t> ids, float* out) {
@@ -405,9 +262,19 @@ Status StreamingSource::embed(std::span<const int32_t> ids, float* out) {
   return Status();
 }
 
+Result<std::shared_ptr<const ExpertWeights>> StreamingSource::expert(int l, int e) { return experts_->acquire(l, e); }
+
+void StreamingSource::will_need_experts(int l, std::span<const int> experts) { experts_->will_need(l, experts); }
+
 WeightStats StreamingSource::stats() const {
+  const ExpertCacheStats e = experts_->stats();
   std::lock_guard<std::mutex> lock(mu_);
   WeightStats s = stats_;
+  s.expert_bytes_read = e.bytes_read;
+  s.expert_hits = e.hits;
+  s.expert_misses = e.misses;
+  s.layer_hits = e.layer_hits;
+  s.layer_misses = e.layer_misses;
   s.read_s = pool_->counters().busy_s;
   return s;
 }

@@ -3,23 +3,21 @@
 // It follows a ResidencyPlan: pinned trunk units are read once at open; the others cycle
 // through a ring of buffers in the order the forward pass uses them (layers 0..L-1, the
 // head, then layer 0 of the next pass), the next unit always being read while the current
-// one computes. Routed experts are read into a pool of one-expert buffers when the router
-// announces them (all of a layer's misses at once, as many as buffers allow), and a layer
-// keeps up to its planned number of idle experts as a cache (LRU by default). Reads go
+// one computes. Routed experts come from an ExpertCache (engine/moe/expert_cache.h): a pool
+// of one-expert buffers read when the router announces them, of which each layer keeps up
+// to its planned number of idle experts. Reads go
 // through a ReadPool: O_DIRECT where the filesystem allows, chunked, urgent first.
 #pragma once
 
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/io/file.h"
 #include "engine/io/read_pool.h"
-#include "engine/model/checkpoint_index.h"
+#include "engine/model/tensor_index.h"
 #include "engine/model/planner.h"
 #include "engine/model/weight_source.h"
 #include "engine/moe/expert_cache.h"
@@ -42,7 +40,7 @@ class StreamingSource final : public WeightSource {
  public:
   // Opens the files, allocates the plan's buffers and reads the pinned units. `index`,
   // `layout` and `plan` must outlive the source.
-  static Result<std::unique_ptr<StreamingSource>> open(const CheckpointIndex& index, const ModelLayout& layout,
+  static Result<std::unique_ptr<StreamingSource>> open(const TensorIndex& index, const ModelLayout& layout,
                                                        const ResidencyPlan& plan, StreamingOptions options = {});
   ~StreamingSource() override;
 
@@ -64,18 +62,7 @@ class StreamingSource final : public WeightSource {
     std::shared_ptr<const HeadWeights> head_view;
     int refs = 0;
   };
-  struct ExpertBuf {
-    AlignedBuffer buf;
-    int layer = -1, expert = -1;  // -1: free
-    std::shared_ptr<ReadTicket> ticket;
-    std::shared_ptr<const ExpertWeights> view;
-    int refs = 0;
-    bool needed = false;  // announced for the layer now computing, not yet acquired
-    bool hit = false;     // was resident when announced
-    uint64_t last_use = 0, uses = 0;
-  };
-
-  StreamingSource(const CheckpointIndex& index, const ModelLayout& layout, const ResidencyPlan& plan,
+  StreamingSource(const TensorIndex& index, const ModelLayout& layout, const ResidencyPlan& plan,
                   StreamingOptions options);
   int units() const { return static_cast<int>(plan_.pinned.size()); }
   const UnitLayout& unit_layout(int u) const;
@@ -85,16 +72,12 @@ class StreamingSource final : public WeightSource {
   void release_unit(int slot);
   void prefetch_after_locked(int u);
   int next_streamed(int u) const;
-  int obtain_expert_buffer_locked(int layer);
-  void pump_locked(int layer);
-  void issue_expert_locked(int b, int layer, int e);
-  void release_expert(int b);
   Status verify_locked(int u, const uint8_t* bytes);
   // Waits for a read the caller needs now (moving it to the urgent queue); counts the wait.
   // REQUIRES: mu_ not held.
   Status await(const std::shared_ptr<ReadTicket>& ticket);
 
-  const CheckpointIndex& index_;
+  const TensorIndex& index_;
   const ModelLayout& layout_;
   const ResidencyPlan& plan_;
   StreamingOptions options_;
@@ -106,10 +89,7 @@ class StreamingSource final : public WeightSource {
   std::vector<std::shared_ptr<const LayerWeights>> pinned_layer_;
   std::shared_ptr<const HeadWeights> pinned_head_;
   std::vector<TrunkSlot> ring_;
-  std::vector<ExpertBuf> experts_;
-  std::vector<std::unordered_map<int, int>> where_;  // [layer]: expert → buffer
-  std::vector<std::deque<int>> pending_;             // [layer]: announced, not yet issued
-  uint64_t tick_ = 0;
+  std::unique_ptr<ExpertCache> experts_;
   std::vector<bool> verified_;  // [units]: packed unit checked in this process
   AlignedBuffer embed_buf_;
   WeightStats stats_;

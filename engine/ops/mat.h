@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/model/dtype.h"
+#include "engine/util/dtype.h"
 
 namespace nj::ops {
 

@@ -25,8 +25,7 @@
 
 #include "engine/io/env.h"
 #include "engine/model/config.h"
-#include "engine/model/model.h"
-#include "engine/model/sampler.h"
+#include "engine/state/sampling_state.h"
 #include "engine/state/sequence_state.h"
 #include "engine/util/status.h"
 
@@ -35,6 +34,18 @@ namespace nj {
 namespace state_format {
 struct StateShape;
 }
+
+// The model a state belongs to: its config and its fingerprint (a hash of the config and of
+// every tensor's name, dtype and shape). Made from anything with config() and
+// fingerprint(), such as a Model, without the state layer depending on the model's.
+struct ModelIdentity {
+  const ModelConfig& config;
+  uint64_t fingerprint;
+  template <class M>
+  ModelIdentity(const M& model)  // NOLINT(google-explicit-constructor): a Model is its identity
+      : config(model.config()), fingerprint(model.fingerprint()) {}
+  ModelIdentity(const ModelConfig& c, uint64_t f) : config(c), fingerprint(f) {}
+};
 
 struct SamplerSnapshot {
   SamplingParams params;  // the settings the generation runs with (seed = the initial seed)
@@ -89,7 +100,7 @@ class StateFileWriter {
 
   // Saves `s` and `sampler` for `model`. REQUIRES: `s` is shaped for `model` (a state from
   // a Session of this model); otherwise InvalidArgument and nothing is written.
-  Status save(const Model& model, const SequenceState& s, const SamplerSnapshot& sampler);
+  Status save(const ModelIdentity& model, const SequenceState& s, const SamplerSnapshot& sampler);
   // The same for a model known by its config and fingerprint (benchmarks, tests).
   Status save(const ModelConfig& config, uint64_t fingerprint, const SequenceState& s,
               const SamplerSnapshot& sampler);
@@ -137,7 +148,7 @@ Result<StateFileInfo> read_state_file_info(Env& env, const std::string& path);
 //   FailedPrecondition  another model's checkpoint (fingerprint), or an unsupported version
 //   IOError             the OS failed a read
 // Never returns a partially verified state.
-Result<StateCheckpoint> load_state_file(Env& env, const std::string& path, const Model& model);
+Result<StateCheckpoint> load_state_file(Env& env, const std::string& path, const ModelIdentity& model);
 Result<StateCheckpoint> load_state_file(Env& env, const std::string& path,
                                         const ModelConfig& config, uint64_t fingerprint);
 

@@ -378,8 +378,8 @@ Result<StateCheckpoint> load_state_file(Env& env, const std::string& path,
   return cp;
 }
 
-Result<StateCheckpoint> load_state_file(Env& env, const std::string& path, const Model& model) {
-  return load_state_file(env, path, model.config(), model.fingerprint());
+Result<StateCheckpoint> load_state_file(Env& env, const std::string& path, const ModelIdentity& model) {
+  return load_state_file(env, path, model.config, model.fingerprint);
 }
 
 }  // namespace nj

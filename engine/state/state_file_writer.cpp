@@ -128,9 +128,9 @@ StateFileWriter::StateFileWriter(Env& env, std::string path, StateFileWriterOpti
     : env_(env), path_(std::move(path)), options_(options) {}
 StateFileWriter::~StateFileWriter() = default;
 
-Status StateFileWriter::save(const Model& model, const SequenceState& s,
+Status StateFileWriter::save(const ModelIdentity& model, const SequenceState& s,
                              const SamplerSnapshot& sampler) {
-  return save(model.config(), model.fingerprint(), s, sampler);
+  return save(model.config, model.fingerprint, s, sampler);
 }
 
 Status StateFileWriter::save(const ModelConfig& config, uint64_t fingerprint,

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/model/checkpoint_index.h"
+#include "engine/model/tensor_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
 #include "engine/util/sysinfo.h"
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   uint64_t bytes = 0;
   for (int r = 0; r < repeats; ++r) {
     const double t0 = bench::now_s();
-    auto index = CheckpointIndex::open(dir);
+    auto index = TensorIndex::open(dir);
     const double t1 = bench::now_s();
     if (!index.ok()) {
       std::fprintf(stderr, "%s\n", index.status().to_string().c_str());

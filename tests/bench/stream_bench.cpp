@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
     o.memory_bytes = *b;
   }
   auto config = load_model_config(dir);
-  auto index = CheckpointIndex::open(dir);
+  auto index = TensorIndex::open(dir);
   if (!config.ok() || !index.ok()) return 1;
   if (seq_probe) {  // the device as the model's own files see it: whole files, O_DIRECT, cold
     uint64_t bytes = 0;

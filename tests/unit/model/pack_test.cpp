@@ -47,7 +47,7 @@ Opened run(const std::string& dir, uint64_t budget, bool use_pack = true) {
 
 Result<PackStats> pack(Env& env, const std::string& dir) {
   NJ_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(dir));
-  NJ_ASSIGN_OR_RETURN(CheckpointIndex index, CheckpointIndex::open(dir));
+  NJ_ASSIGN_OR_RETURN(TensorIndex index, TensorIndex::open(dir));
   NJ_ASSIGN_OR_RETURN(ModelLayout layout, ModelLayout::build(c, index));
   return write_trunk_pack(env, index, layout, dir);
 }

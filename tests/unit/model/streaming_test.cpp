@@ -56,7 +56,7 @@ Run run(const std::string& dir, const ModelOptions& o, const std::vector<int32_t
 
 uint64_t minimum(const std::string& dir, const ModelOptions& o) {
   auto config = load_model_config(dir);
-  auto index = CheckpointIndex::open(dir);
+  auto index = TensorIndex::open(dir);
   REQUIRE(index.ok());
   auto layout = ModelLayout::build(*config, *index);
   REQUIRE(layout.ok());
@@ -153,7 +153,7 @@ TEST_CASE("an I/O error while streaming fails the run with the file and offset",
   ModelOptions o = options_for(0, prompt, 2);
   const uint64_t min = minimum(dir, o);
   // An expert of layer 2, and a trunk tensor of layer 5: both streamed at the minimum.
-  auto index = CheckpointIndex::open(dir);
+  auto index = TensorIndex::open(dir);
   REQUIRE(index.ok());
   for (const char* tensor :
        {"language_model.model.layers.2.block_sparse_moe.experts.3.w2.weight_packed",

@@ -1,5 +1,5 @@
-// Safetensors header indexing (format grammar in checkpoint_index.h).
-#include "engine/model/checkpoint_index.h"
+// Safetensors header indexing (format grammar in tensor_index.h).
+#include "engine/model/tensor_index.h"
 
 #include <sys/stat.h>
 
@@ -24,7 +24,7 @@ constexpr uint64_t kMaxHeaderBytes = 512ull << 20;
 
 struct ShardResult {
   CheckpointFile file;
-  CheckpointIndex::TensorVector tensors;
+  TensorIndex::TensorVector tensors;
   std::unique_ptr<char[]> arena;
   Status status;
 };
@@ -180,7 +180,7 @@ std::string TensorInfo::shape_string() const {
   return s + "]";
 }
 
-Result<CheckpointIndex> CheckpointIndex::open_files(const std::vector<std::string>& paths,
+Result<TensorIndex> TensorIndex::open_files(const std::vector<std::string>& paths,
                                                     int threads) {
   if (paths.empty()) return invalid_argument("no safetensors files to index");
   std::vector<ShardResult> shards(paths.size());
@@ -196,7 +196,7 @@ Result<CheckpointIndex> CheckpointIndex::open_files(const std::vector<std::strin
   worker();
   for (auto& th : pool) th.join();
 
-  CheckpointIndex index;
+  TensorIndex index;
   size_t total = 0;
   for (auto& s : shards) {
     if (!s.status.ok()) return s.status;
@@ -212,7 +212,7 @@ Result<CheckpointIndex> CheckpointIndex::open_files(const std::vector<std::strin
   return index;
 }
 
-Status CheckpointIndex::build_lookup() {
+Status TensorIndex::build_lookup() {
   size_t cap = 16;
   while (cap < tensors_.size() * 2) cap <<= 1;
   slots_.assign(cap, Slot{});
@@ -235,7 +235,7 @@ Status CheckpointIndex::build_lookup() {
   return Status();
 }
 
-const TensorInfo* CheckpointIndex::find(std::string_view name) const {
+const TensorInfo* TensorIndex::find(std::string_view name) const {
   if (slots_.empty()) return nullptr;
   const size_t cap = slots_.size();
   const uint64_t hash = name_hash(name);
@@ -251,13 +251,13 @@ const TensorInfo* CheckpointIndex::find(std::string_view name) const {
   return nullptr;
 }
 
-uint64_t CheckpointIndex::total_tensor_bytes() const {
+uint64_t TensorIndex::total_tensor_bytes() const {
   uint64_t n = 0;
   for (const auto& t : tensors_) n += t.nbytes;
   return n;
 }
 
-uint64_t CheckpointIndex::layout_fingerprint() const {
+uint64_t TensorIndex::layout_fingerprint() const {
   // A sum of per-tensor hashes does not depend on order or sharding.
   uint64_t acc = 0x6e696768746a6172ull;  // "nightjar"
   std::string buf;
@@ -271,13 +271,13 @@ uint64_t CheckpointIndex::layout_fingerprint() const {
   return acc;
 }
 
-Result<CheckpointIndex> CheckpointIndex::open(const std::string& model_dir, int threads) {
+Result<TensorIndex> TensorIndex::open(const std::string& model_dir, int threads) {
   const std::string index_path = model_dir + "/model.safetensors.index.json";
   const std::string single_path = model_dir + "/model.safetensors";
   if (!file_exists(index_path)) {
     if (!file_exists(single_path))
       return not_found(model_dir + ": no model.safetensors or model.safetensors.index.json");
-    NJ_ASSIGN_OR_RETURN(CheckpointIndex index, open_files({single_path}, threads));
+    NJ_ASSIGN_OR_RETURN(TensorIndex index, open_files({single_path}, threads));
     index.dir_ = model_dir;
     return index;
   }
@@ -337,7 +337,7 @@ Result<CheckpointIndex> CheckpointIndex::open(const std::string& model_dir, int 
     if (!file_exists(paths.back()))
       return not_found(index_path + ": names shard '" + s + "', which does not exist");
   }
-  NJ_ASSIGN_OR_RETURN(CheckpointIndex index, open_files(paths, threads));
+  NJ_ASSIGN_OR_RETURN(TensorIndex index, open_files(paths, threads));
   index.dir_ = model_dir;
   // The weight map must name exactly the tensors of each shard. Checking every name costs
   // half a million lookups at K3 scale, so the counts per shard are compared first and the

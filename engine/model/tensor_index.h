@@ -1,10 +1,10 @@
-// The tensor index of a Hugging Face safetensors checkpoint, single-file or sharded.
+// The tensor index of a Hugging Face safetensors model, single-file or sharded.
 //
 // File format (safetensors), per shard:
 //   shard  := header_len:u64le  header:json[header_len]  data
 //   header := { "__metadata__"?: {str: str}, name: {"dtype": str, "shape": [u64...],
 //               "data_offsets": [begin, end]}, ... }
-// Offsets are relative to the start of `data`. A sharded checkpoint adds
+// Offsets are relative to the start of `data`. A sharded model adds
 //   model.safetensors.index.json := { "metadata": {...}, "weight_map": {name: shard_file} }
 //
 // Opening reads headers only. Every tensor's extent is checked against its file and its
@@ -19,13 +19,13 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/model/dtype.h"
+#include "engine/util/dtype.h"
 #include "engine/util/prefault_allocator.h"
 #include "engine/util/status.h"
 
 namespace nj {
 
-// Language-model checkpoints use at most 3; more is refused with a message.
+// Language models use at most 3; more is refused with a message.
 inline constexpr int kMaxTensorDims = 4;
 
 // 56 bytes: the K3 index holds half a million of these.
@@ -34,7 +34,7 @@ struct TensorInfo {
   uint64_t offset = 0;    // absolute byte offset in the file
   uint64_t nbytes = 0;
   std::array<uint32_t, kMaxTensorDims> shape{};
-  uint32_t file = 0;      // index into CheckpointIndex::files()
+  uint32_t file = 0;      // index into TensorIndex::files()
   DType dtype = DType::kF32;
   uint8_t ndim = 0;
 
@@ -48,15 +48,15 @@ struct CheckpointFile {
   uint64_t data_start = 0;  // 8 + header_len
 };
 
-class CheckpointIndex {
+class TensorIndex {
  public:
   // Indexes `model_dir`: model.safetensors.index.json with its shards if present, else
   // model.safetensors. NotFound when neither exists; Corruption naming the file and tensor
   // for anything inconsistent. `threads` parses shard headers in parallel (0 = all cores).
-  static Result<CheckpointIndex> open(const std::string& model_dir, int threads = 0);
+  static Result<TensorIndex> open(const std::string& model_dir, int threads = 0);
 
   // Indexes explicit safetensors files (tests and tools).
-  static Result<CheckpointIndex> open_files(const std::vector<std::string>& paths, int threads = 0);
+  static Result<TensorIndex> open_files(const std::vector<std::string>& paths, int threads = 0);
 
   // nullptr when absent.
   const TensorInfo* find(std::string_view name) const;
@@ -71,11 +71,11 @@ class CheckpointIndex {
   // weights however they are sharded, different for another model or quantization.
   uint64_t layout_fingerprint() const;
 
-  CheckpointIndex(CheckpointIndex&&) noexcept = default;
-  CheckpointIndex& operator=(CheckpointIndex&&) noexcept = default;
+  TensorIndex(TensorIndex&&) noexcept = default;
+  TensorIndex& operator=(TensorIndex&&) noexcept = default;
 
  private:
-  CheckpointIndex() = default;
+  TensorIndex() = default;
   Status build_lookup();
 
   std::string dir_;

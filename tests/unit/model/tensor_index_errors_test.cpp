@@ -2,7 +2,7 @@
 // key, never a crash. Each case damages a copy of a golden fixture in one way.
 #include <catch2/catch.hpp>
 
-#include "engine/model/checkpoint_index.h"
+#include "engine/model/tensor_index.h"
 #include "engine/model/config.h"
 #include "engine/model/model.h"
 #include "tests/unit/model/test_models.h"

@@ -1,5 +1,5 @@
 // DType names, sizes and widening.
-#include "engine/model/dtype.h"
+#include "engine/util/dtype.h"
 
 #include "engine/util/status.h"
 

@@ -1,0 +1,178 @@
+// The activations of a forward pass: every buffer a pass computes into, by name and shape.
+//
+// They are sized from one definition, `visit_buffers` below, which both the allocation and
+// the residency planner's estimate (`activation_bytes`) walk: what the planner reserves is
+// what a pass allocates. A pass never grows a buffer past the shape it was allocated for
+// unless the pass itself is larger (more rows, a longer context), and then only to that.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "engine/model/config.h"
+
+namespace nj {
+
+// What the activations are sized for.
+struct ActivationShape {
+  int rows = 1;         // token rows in one pass, over all its sequences
+  int sequences = 1;    // sequences in one pass
+  int max_context = 1;  // positions one sequence may attend over (MLA scores)
+  int logits_rows = 1;  // rows whose logits a pass computes
+};
+
+template <class T>
+using Buf = std::vector<T>;
+
+// Stream and head: the residual stream of every row, and the attention-residual bank.
+struct StreamActivations {
+  Buf<float> h;       // [rows][hidden] the stream entering attn_res
+  Buf<float> prefix;  // [rows][hidden] the running sum since the last block boundary
+  Buf<float> blocks;  // [max_blocks][rows][hidden] snapshots of block inputs
+  Buf<float> xn;      // [rows][hidden] normed input to attention / FFN
+  Buf<float> a;       // [rows][hidden] attention or FFN output
+  Buf<float> tmp;     // [rows][hidden] the head's mixed stream
+  Buf<float> mix;     // [max_blocks + 1] attn_res source weights of one row
+  Buf<float> head_in; // [logits_rows][hidden] normed rows whose logits are wanted
+  Buf<float> logits;  // [logits_rows][vocab]
+};
+
+// KDA (k3-model.md §4), all rows; the recurrence runs per sequence on its rows.
+struct KdaActivations {
+  Buf<float> q, k, v;  // [rows][P] after conv + SiLU (q, k normed per head)
+  Buf<float> raw;      // [rows][P] one projection before its conv
+  Buf<float> ext;      // [(K-1) + rows][P] one sequence's conv history followed by its rows
+  Buf<float> beta;     // [rows][H]
+  Buf<float> za;       // [rows][D] f_a x
+  Buf<float> alpha;    // [rows][P] per-channel decay
+  Buf<float> o;        // [rows][P] recurrence output
+  Buf<float> gate;     // [rows][P] g_proj x
+  Buf<float> ud;       // [sequences][H][2][D] recurrence scratch (u, delta)
+};
+
+// Gated MLA (k3-model.md §5), all rows; the cache and attention run per sequence.
+struct MlaActivations {
+  Buf<float> qa;        // [rows][q_lora_rank]
+  Buf<float> q;         // [rows][heads][nope + rope]
+  Buf<float> ckv;       // [rows][kv_lora_rank + rope]
+  Buf<float> o;         // [rows][heads][v_head_dim]
+  Buf<float> gate;      // [rows][heads][v_head_dim]
+  Buf<float> per_head;  // [heads][2 kv_lora_rank + max_context]: q_abs, ctx, scores
+};
+
+// LatentMoE (k3-model.md §6): routing and expert outputs for all rows of all sequences.
+struct MoeActivations {
+  Buf<float> scores;        // [rows][E] σ(router x)
+  Buf<int32_t> selected;    // [rows][top_k] experts in rank order
+  Buf<float> weights;       // [rows][top_k] their combine weights
+  Buf<int32_t> by_expert;   // [rows x top_k] (row, rank) pairs grouped by expert
+  Buf<int32_t> expert_end;  // [E + 1] group boundaries in by_expert
+  Buf<float> z;             // [rows][latent] down_proj x
+  Buf<float> gather;        // [rows][latent] one expert's input rows
+  Buf<float> g, u;          // [rows][moe_inter]
+  Buf<float> y;             // [rows][latent] one expert's output rows
+  Buf<float> expert_out;    // [rows][top_k][latent]
+  Buf<float> acc;           // [rows][latent] combined, normed
+  Buf<float> shared;        // [rows][hidden] the shared expert's output
+};
+
+// SiTU-GLU MLP (dense layers and the shared expert).
+struct FfnActivations {
+  Buf<float> g, u;  // [rows][max(dense_inter, shared_inter)]
+};
+
+// Matrix kernels arrange BF16/MXFP4 activations into thread-local scratch of their own
+// (engine/ops/kernels.h); not allocated here, but counted by the estimate.
+struct Activations {
+  StreamActivations stream;
+  KdaActivations kda;
+  MlaActivations mla;
+  MoeActivations moe;
+  FfnActivations ffn;
+  ActivationShape shape;  // what they are allocated for
+
+  // Sizes every buffer for `s` (growing only). REQUIRES: s's fields >= 1.
+  void allocate(const ModelConfig& c, const ActivationShape& s);
+  // Grows to cover `s` where it exceeds the current shape (field by field).
+  void ensure(const ModelConfig& c, const ActivationShape& s);
+  // Bytes held by the buffers (their capacities).
+  uint64_t allocated_bytes() const;
+
+ private:
+  const ModelConfig* config_ = nullptr;  // of the last allocate(); must outlive this
+};
+
+// Floats of the kernels' thread-local arranged scratch for passes of `rows` rows.
+uint64_t kernel_scratch_bytes(const ModelConfig& c, int rows);
+
+// Bytes of activations a pass of shape `s` needs, including the kernels' scratch: the
+// residency planner's estimate. The same definition allocates them.
+uint64_t activation_bytes(const ModelConfig& c, const ActivationShape& s);
+
+// The single definition of every buffer's size: calls f(buffer, element_count) for each.
+template <class A, class F>
+void visit_buffers(A& a, const ModelConfig& c, const ActivationShape& s, F&& f) {
+  const size_t R = static_cast<size_t>(s.rows), hid = static_cast<size_t>(c.hidden);
+  const size_t blocks = static_cast<size_t>((c.layers - 1) / c.attn_res_block_size + 1);
+  const size_t LR = static_cast<size_t>(s.logits_rows), vocab = static_cast<size_t>(c.vocab);
+  f(a.stream.h, R * hid);
+  f(a.stream.prefix, R * hid);
+  f(a.stream.blocks, blocks * R * hid);
+  f(a.stream.xn, R * hid);
+  f(a.stream.a, R * hid);
+  f(a.stream.tmp, R * hid);
+  f(a.stream.mix, blocks + 1);
+  f(a.stream.head_in, LR * hid);
+  f(a.stream.logits, LR * vocab);
+
+  if (c.num_kda_layers() > 0) {
+    const size_t P = static_cast<size_t>(c.kda_width()), H = static_cast<size_t>(c.kda_heads),
+                 D = static_cast<size_t>(c.kda_head_dim), K = static_cast<size_t>(c.conv_kernel);
+    for (auto* b : {&a.kda.q, &a.kda.k, &a.kda.v, &a.kda.raw, &a.kda.alpha, &a.kda.o, &a.kda.gate})
+      f(*b, R * P);
+    f(a.kda.ext, (K - 1 + R) * P);
+    f(a.kda.beta, R * H);
+    f(a.kda.za, R * D);
+    f(a.kda.ud, static_cast<size_t>(s.sequences) * H * 2 * D);
+  }
+  if (c.num_mla_layers() > 0) {
+    const size_t nh = static_cast<size_t>(c.heads), kvl = static_cast<size_t>(c.kv_lora_rank),
+                 rope = static_cast<size_t>(c.qk_rope), qk = static_cast<size_t>(c.qk_nope + c.qk_rope),
+                 vd = static_cast<size_t>(c.v_head_dim);
+    f(a.mla.qa, R * static_cast<size_t>(c.q_lora_rank));
+    f(a.mla.q, R * nh * qk);
+    f(a.mla.ckv, R * (kvl + rope));
+    f(a.mla.o, R * nh * vd);
+    f(a.mla.gate, R * nh * vd);
+    f(a.mla.per_head, nh * (2 * kvl + static_cast<size_t>(s.max_context)));
+  }
+  bool any_moe = false, any_dense = false;
+  for (int l = 0; l < c.layers; ++l) (c.is_dense(l) ? any_dense : any_moe) = true;
+  size_t inter = any_dense ? static_cast<size_t>(c.dense_inter) : 0;
+  if (any_moe) {
+    const size_t E = static_cast<size_t>(c.num_experts), k = static_cast<size_t>(c.top_k),
+                 lat = static_cast<size_t>(c.latent), mi = static_cast<size_t>(c.moe_inter);
+    f(a.moe.scores, R * E);
+    f(a.moe.selected, R * k);
+    f(a.moe.weights, R * k);
+    f(a.moe.by_expert, R * k);
+    f(a.moe.expert_end, E + 1);
+    f(a.moe.z, R * lat);
+    f(a.moe.gather, R * lat);
+    f(a.moe.g, R * mi);
+    f(a.moe.u, R * mi);
+    f(a.moe.y, R * lat);
+    f(a.moe.expert_out, R * k * lat);
+    f(a.moe.acc, R * lat);
+    if (c.shared_inter() > 0) {
+      f(a.moe.shared, R * hid);
+      inter = std::max(inter, static_cast<size_t>(c.shared_inter()));
+    }
+  }
+  f(a.ffn.g, R * inter);
+  f(a.ffn.u, R * inter);
+}
+
+}  // namespace nj

@@ -1,0 +1,32 @@
+// LatentMoE (k3-model.md §6) over the rows of a pass: every row of every sequence is routed,
+// each selected expert is acquired once and computed once for all the rows routed to it,
+// and each row combines its experts' outputs in its own rank order, so that a row's result
+// never depends on which other rows share the pass.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/model/activations.h"
+#include "engine/model/config.h"
+#include "engine/model/weight_source.h"
+#include "engine/model/weights.h"
+#include "engine/moe/routing_profile.h"
+#include "engine/util/status.h"
+
+namespace nj {
+
+struct MoeCounters {
+  double wait_s = 0;                  // blocked acquiring experts
+  uint64_t expert_computations = 0;   // (expert, pass) pairs computed
+  int distinct_experts = 0;           // experts the last call needed
+};
+
+// Routes x [rows][hidden], computes the selected experts (acquired from `source`, in
+// ascending expert order) and the shared expert: out [rows][hidden]. When `profile` is
+// given, the experts this pass requests are recorded in it (counted when `count_routing`).
+// Errors: the source's, when an expert cannot be read.
+Status moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, WeightSource& source, const float* x,
+                   int rows, float* out, MoeActivations& a, FfnActivations& ffn, MoeCounters* counters,
+                   RoutingProfile* profile = nullptr, bool count_routing = false);
+
+}  // namespace nj
