@@ -15,6 +15,7 @@ Nothing here needs PyTorch: the committed model and logits file are the inputs.
 """
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -136,6 +137,8 @@ class TriageModel(unittest.TestCase):
         with open(os.path.join(d, "triage.yaml"), "w") as f:
             f.write(spec)
         results = self.run_job(os.path.join(d, "triage.yaml"), os.path.join(d, "home"))
+        self.assertEqual(sorted(results), sorted("tickets/" + t for t in tickets))
+        results = {iid.split("/", 1)[1]: r for iid, r in results.items()}     # tickets/NAME -> NAME
         correct = self.score("example tickets (the test set)", results, sorted(EXPECTED_LABELS.items()))
         self.assertGreaterEqual(correct, MIN_CORRECT)
         self.assertTrue(any(r["details"]["decode_steps"] > 0 for r in results.values()),
@@ -155,7 +158,7 @@ class TriageModel(unittest.TestCase):
         k3_tokenizer_gen.write_tokenizer(d)
         for name in ("tiktoken.model", "tokenizer_config.json"):
             with self.subTest(file=name):
-                self.assertEqual((MODEL / name).read_bytes(), open(os.path.join(d, name), "rb").read(),
+                self.assertEqual((MODEL / name).read_bytes(), pathlib.Path(d, name).read_bytes(),
                                  f"{MODEL / name} differs from k3_tokenizer_gen.py's; regenerate it "
                                  "(training/README.md)")
 
