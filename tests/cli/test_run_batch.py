@@ -157,7 +157,7 @@ class RunBatch(unittest.TestCase):
         others = mixed_items(3, prefix="good")
         job = self.nj.submit(self.spec(others, name="good"))
         p = self.nj.run("run", *RUN, "--drain", "--batch", "4")
-        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.returncode, 4, "an item failed for good: exit 4\n" + p.stderr)
         (item,) = self.nj.status(bad_job)["items"]
         self.assertEqual(item["state"], "failed")
         self.assertIn("replay diverged at output token 0", item["last_error"])
