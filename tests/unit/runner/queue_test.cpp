@@ -145,10 +145,11 @@ TEST_CASE("log-probabilities are stored with their tokens and read back in order
   const std::vector<TokenLogprobs> first = {{-0.5f, {{7, -0.5f}, {3, -1.25f}}},
                                             {-2.0f, {{1, -0.1f}, {8, -2.0f}}}};
   const std::vector<TokenLogprobs> second = {{-0.0f, {{9, -0.0f}, {2, -30.5f}}}};
-  Progress p{0, ids({7, 8}), 0, 0};
+  const std::vector<int32_t> first_ids = ids({7, 8}), second_ids = ids({9}), bad_ids = ids({1, 2});
+  Progress p{0, first_ids, 0, 0};  // Progress holds spans: the vectors outlive it
   p.logprobs = first;
   REQUIRE(*s->append_tokens(id, "me", p));
-  Progress q{2, ids({9}), 0, 0};
+  Progress q{2, second_ids, 0, 0};
   q.logprobs = second;
   REQUIRE(*s->finish_item(id, "me", q, NewResult{"length", 2, std::nullopt}));
   auto back = s->token_logprobs(id);
@@ -162,7 +163,7 @@ TEST_CASE("log-probabilities are stored with their tokens and read back in order
   // A count that does not match the tokens is a bug, refused before anything is written.
   REQUIRE(s->submit(test_job("k", 1)).ok());
   auto c2 = s->claim_next("me", 60, alive_all);
-  Progress bad{0, ids({1, 2}), 0, 0};
+  Progress bad{0, bad_ids, 0, 0};
   bad.logprobs = std::span<const TokenLogprobs>(first).first(1);
   CHECK(s->append_tokens((*c2)->item.id, "me", bad).status().code() == StatusCode::kInternal);
   CHECK(s->tokens((*c2)->item.id)->empty());
