@@ -34,23 +34,9 @@ ItemSession::ItemSession(PassGroup& group, int prefill_chunk)
       state_(SequenceState::empty(group.forward().model().config())) {}
 
 Status ItemSession::feed(std::span<const int32_t> ids, std::vector<float>* all_logits) {
-  const size_t vocab = static_cast<size_t>(group_.forward().model().config().vocab);
-  const size_t chunk = static_cast<size_t>(prefill_chunk_);
-  if (all_logits) all_logits->assign(ids.size() * vocab, 0.0f);
-  for (size_t i = 0; i < ids.size(); i += chunk) {
-    const size_t n = std::min(ids.size() - i, chunk);
-    const bool final_chunk = i + n == ids.size();
-    SeqStep step;
-    step.state = &state_;
-    step.ids = ids.subspan(i, n);
-    step.logits = all_logits    ? LogitsWanted::kAll
-                  : final_chunk ? LogitsWanted::kLast
-                                : LogitsWanted::kNone;
-    step.all_logits = all_logits ? all_logits->data() + i * vocab : nullptr;
-    step.usage = &usage_;
-    NJ_RETURN_IF_ERROR(group_.take_part(step));
-  }
-  return Status();
+  return feed_in_chunks(state_, ids, prefill_chunk_, group_.forward().model().config().vocab,
+                        all_logits, &usage_,
+                        [this](SeqStep& step) { return group_.take_part(step); });
 }
 
 Status ItemSession::skip_pass() {
@@ -164,15 +150,6 @@ void PassGroup::run_pass() {
     m->state = Member::State::kWoken;
     m->cv.notify_all();
   }
-}
-
-void PassGroup::abort_waiting(const Status& status) {
-  for (auto& m : members_)
-    if (m->state == Member::State::kWaiting) {
-      m->result = status;
-      m->state = Member::State::kWoken;
-      m->cv.notify_all();
-    }
 }
 
 }  // namespace nj::runner

@@ -82,11 +82,10 @@ class PassGroup {
   Forward& forward() { return forward_; }
   const PassTotals& totals() const { return totals_; }
 
-  // --- the scheduler's side; REQUIRES: the caller holds turn() ---
-  std::unique_lock<std::mutex>& turn() { return lock_; }
+  // --- the scheduler's side: the group holds the turn for it except inside
+  // wait_for_members(), so these run while no member does ---
   // Starts `body` on a thread of its own as a member; it runs once the scheduler waits.
   void spawn(std::function<void()> body);
-  int members() const { return static_cast<int>(members_.size()); }
   // Waits until every member waits for a pass or has finished; joins the finished ones and
   // returns how many finished. Then run_pass() if anyone waits.
   int wait_for_members();
@@ -94,8 +93,6 @@ class PassGroup {
   // Runs one pass over the waiting members (those that fit in max_rows, in the order they
   // started waiting) and wakes them with its status; also wakes the members that skip it.
   void run_pass();
-  // Wakes every waiting member with `status` instead of a pass (the run is ending).
-  void abort_waiting(const Status& status);
 
  private:
   friend class ItemSession;

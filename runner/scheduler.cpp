@@ -181,7 +181,6 @@ struct Held {
   Claim claim;
   std::unique_ptr<ItemLease> lease;
   Clock::time_point started = Clock::now();
-  bool finished = false;
   std::optional<Result<ItemReport>> report;  // set when its thread is done
 };
 
@@ -322,7 +321,7 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
             **model, ForwardOptions{shape.rows, po.batch, po.max_context, false});
         group = std::make_unique<PassGroup>(*forward, shape.rows);
       }
-      held.push_back(Held{std::move(*claim), nullptr, Clock::now(), false, std::nullopt});
+      held.push_back(Held{std::move(*claim), nullptr, Clock::now(), std::nullopt});
       Held& h = held.back();
       h.lease = std::make_unique<ItemLease>(keeper, h.claim.item.id);
       Model& model = forward->model();
@@ -331,7 +330,6 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
         ItemEnv env{store, model,    tokenizer, files,       item_options, owner,
                     stop,  *h.lease, *group,    prefix_gate, progress};
         h.report = run_claimed(env, h.claim);
-        h.finished = true;
       });
     }
 
@@ -364,7 +362,7 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
     // 3. Let every item run up to its next pass (or its end); settle the finished ones.
     group->wait_for_members();
     for (auto it = held.begin(); it != held.end();) {
-      if (!it->finished) {
+      if (!it->report) {
         ++it;
         continue;
       }
@@ -383,7 +381,6 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
     if (group->anyone_waiting()) group->run_pass();
   }
   if (group) summary.passes.add(group->totals());
-  summary.max_batch = summary.passes.max_sequences;
   group.reset();
   forward.reset();
   // The run's totals, which its items' engine shares add up to (`nightjar report`).
@@ -406,7 +403,7 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
       "run ended ({}): {} items done, {} failed, {} failed attempts; {} tokens in {:.1f} s; up to "
       "{} items per pass{}",
       summary.end_reason, summary.done, summary.failed, summary.failed_attempts, summary.tokens,
-      std::chrono::duration<double>(Clock::now() - t_start).count(), summary.max_batch,
+      std::chrono::duration<double>(Clock::now() - t_start).count(), summary.passes.max_sequences,
       summary.outputs_failed ? "; the outputs of " + std::to_string(summary.outputs_failed) +
                                    " job(s) could not be written"
                              : std::string());

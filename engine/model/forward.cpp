@@ -26,6 +26,28 @@ void SequenceUsage::add(const SequenceUsage& o) {
   expert_bytes_read += o.expert_bytes_read;
 }
 
+Status feed_in_chunks(SequenceState& state, std::span<const int32_t> ids, int chunk, int vocab,
+                      std::vector<float>* all_logits, SequenceUsage* usage,
+                      const std::function<Status(SeqStep&)>& run) {
+  const size_t n_vocab = static_cast<size_t>(vocab);
+  const size_t n_chunk = static_cast<size_t>(std::max(1, chunk));
+  if (all_logits) all_logits->assign(ids.size() * n_vocab, 0.0f);
+  for (size_t i = 0; i < ids.size(); i += n_chunk) {
+    const size_t n = std::min(ids.size() - i, n_chunk);
+    const bool final_chunk = i + n == ids.size();
+    SeqStep step;
+    step.state = &state;
+    step.ids = ids.subspan(i, n);
+    step.logits = all_logits    ? LogitsWanted::kAll
+                  : final_chunk ? LogitsWanted::kLast
+                                : LogitsWanted::kNone;
+    step.all_logits = all_logits ? all_logits->data() + i * n_vocab : nullptr;
+    step.usage = usage;
+    NJ_RETURN_IF_ERROR(run(step));
+  }
+  return Status();
+}
+
 namespace {
 
 // NonFinite naming the first position whose logits hold a NaN or an infinity, else OK.
