@@ -102,8 +102,8 @@ Result<ClassifyRun::Step> ClassifyRun::prefix() {
     return feed_chunked(ids, usage_, prefill_s_, "prefix");
   }
   const int64_t job = claim_.job.id;
-  // Another item of this batch is loading or prefilling the prefix: its passes go on while
-  // this one waits, then this one finds the saved state.
+  // Another item of this batch is prefilling the prefix: its passes go on while this one
+  // waits, then this one finds the saved state.
   while (env_.prefix_gate.busy(job)) {
     if (Status s = session_->skip_pass(); !s.ok()) {
       engine_error_ = s.message();
@@ -112,15 +112,18 @@ Result<ClassifyRun::Step> ClassifyRun::prefix() {
     if (env_.lease.lost()) return Step::kLost;
     if (env_.stop.reason()) return Step::kStopped;
   }
-  env_.prefix_gate.enter(job);
-  struct Leave {
-    PrefixGate& gate;
-    int64_t job;
-    ~Leave() { gate.leave(job); }
-  } leave{env_.prefix_gate, job};
+  // Loading gives up no turn (only feeds do), so every item of a window that finds the saved
+  // state loads it before the next pass, and their documents share it.
   auto t0 = Clock::now();
   auto loaded = prefixes_.load(job, env_.model, ids);
   if (!loaded.ok()) {
+    // This item prefills it; the others of the batch wait at the gate meanwhile.
+    env_.prefix_gate.enter(job);
+    struct Leave {
+      PrefixGate& gate;
+      int64_t job;
+      ~Leave() { gate.leave(job); }
+    } leave{env_.prefix_gate, job};
     // Another process may be prefilling it: wait for its lock, then look again.
     NJ_ASSIGN_OR_RETURN(PrefixLock lock, prefixes_.lock(job));
     t0 = Clock::now();

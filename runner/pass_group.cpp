@@ -118,6 +118,23 @@ void PassGroup::run_pass() {
   std::vector<SeqStep> steps;
   std::vector<Member*> in_pass, skipping;
   int rows = 0;
+  // Members that skip passes (waiting at the prefix gate) look again before each pass: the
+  // gate may have opened since the last one, and then they join this pass.
+  if (!skippers_looked_) {
+    bool woke = false;
+    for (Member* m : waiting)
+      if (m->step.ids.empty()) {
+        m->result = Status();
+        m->state = Member::State::kWoken;
+        m->cv.notify_all();
+        woke = true;
+      }
+    if (woke) {
+      skippers_looked_ = true;
+      return;  // the scheduler waits for them again, then calls run_pass
+    }
+  }
+  skippers_looked_ = false;
   for (Member* m : waiting) {
     const int n = static_cast<int>(m->step.ids.size());
     if (n == 0) {

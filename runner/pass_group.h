@@ -92,6 +92,8 @@ class PassGroup {
   bool anyone_waiting() const;
   // Runs one pass over the waiting members (those that fit in max_rows, in the order they
   // started waiting) and wakes them with its status; also wakes the members that skip it.
+  // When members skip, it first only wakes them to look again (and returns): call it again
+  // after wait_for_members.
   void run_pass();
 
  private:
@@ -106,6 +108,7 @@ class PassGroup {
   std::condition_variable scheduler_cv_;
   std::vector<std::unique_ptr<Member>> members_;
   uint64_t waiting_order_ = 0;
+  bool skippers_looked_ = false;  // the skipping members looked again since the last pass
   PassTotals totals_;
 };
 

@@ -26,6 +26,29 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+}  // namespace
+
+PlanOptions run_plan_options(bool classify, int64_t context, const SchedulerOptions& options) {
+  PlanOptions o;
+  o.prefill_chunk = options.prefill_chunk;
+  o.max_context = static_cast<int>(std::max<int64_t>(1, context));
+  // A generation's replay keeps a logits row per replayed token; a classification wants
+  // only its last row's, keeps a second state (the one after its prompt) while it scores
+  // labels that share tokens (classify_runner.cpp), and prefills its documents in windows.
+  o.all_logits = !classify;
+  o.windows = classify;
+  o.sequence_states = classify ? 2 : 1;
+  o.io_threads = options.io_threads;
+  return o;
+}
+
+int run_batch(int requested, int max_batch) {
+  if (requested > 0) return std::max(1, std::min(requested, max_batch));
+  return std::clamp(max_batch, 1, kMaxDefaultBatch);
+}
+
+namespace {
+
 // The model (and its tokenizer, when it has one) of the current job, reopened only when a
 // job needs another model, another memory budget or a longer context than the plan holds.
 class ModelCache {
@@ -36,35 +59,28 @@ class ModelCache {
   // batch the budget holds. REQUIRES: no Forward of the previous model is in use.
   Result<Model*> get(const JobRow& job, int64_t context) {
     const uint64_t memory = job.memory_bytes.value_or(0);
-    // A classification keeps a second state (the one after its prompt) while it scores
-    // labels that share tokens (classify_runner.cpp); the budget must hold both.
-    const int states = job.kind == "classify" ? 2 : 1;
+    // The plan differs by kind (run_plan_options).
+    const bool classify = job.kind == "classify";
     if (model_ && dir_ == job.model_dir && memory_ == memory && context_ >= context &&
-        states_ >= states)
+        classify_ == classify)
       return model_.get();
     model_.reset();
     tokenizer_.reset();
     auto t0 = Clock::now();
     ModelOptions options;
     options.memory_bytes = memory;
-    options.plan.prefill_chunk = options_.prefill_chunk;
-    options.plan.max_context = static_cast<int>(std::max<int64_t>(1, context));
-    options.plan.all_logits = true;  // the replay keeps a logits row per replayed token
-    options.plan.sequence_states = states;
+    options.plan = run_plan_options(classify, context, options_);
     options.streaming.io_threads = options_.io_threads;
     batch_ = options_.batch > 0 ? options_.batch : kDefaultResidentBatch;
     if (memory > 0) {
-      // The largest batch the budget holds (an explicit --batch beyond it is reduced to it).
       std::string pack_warning;
       NJ_ASSIGN_OR_RETURN(ModelHeaders headers,
                           open_model_headers(job.model_dir, true, &pack_warning));
       NJ_ASSIGN_OR_RETURN(ResidencyPlan one, plan_residency(*headers.layout, memory, options.plan));
-      if (options_.batch == 0 || options_.batch > one.max_batch) {
-        if (options_.batch > one.max_batch)
-          spdlog::warn("--batch {}: the budget {} of job {} holds at most {}; running {} per pass",
-                       options_.batch, format_bytes(memory), job.id, one.max_batch, one.max_batch);
-        batch_ = std::max(1, one.max_batch);
-      }
+      batch_ = run_batch(options_.batch, one.max_batch);
+      if (options_.batch > one.max_batch)
+        spdlog::warn("--batch {}: the budget {} of job {} holds at most {}; running {} per pass",
+                     options_.batch, format_bytes(memory), job.id, one.max_batch, batch_);
     }
     options.plan.batch = batch_;
     NJ_ASSIGN_OR_RETURN(model_, Model::open(job.model_dir, options));
@@ -75,7 +91,7 @@ class ModelCache {
     dir_ = job.model_dir;
     memory_ = memory;
     context_ = context;
-    states_ = states;
+    classify_ = classify;
     spdlog::info("opened model {} in {:.2f} s ({}, context {}, batch {}{})", dir_,
                  std::chrono::duration<double>(Clock::now() - t0).count(),
                  memory ? "budget " + format_bytes(memory) : std::string("all resident"), context,
@@ -87,7 +103,7 @@ class ModelCache {
   int64_t context() const { return context_; }
   bool holds(const JobRow& job, int64_t context) const {
     return model_ && dir_ == job.model_dir && memory_ == job.memory_bytes.value_or(0) &&
-           context_ >= context;
+           context_ >= context && classify_ == (job.kind == "classify");
   }
 
  private:
@@ -97,7 +113,7 @@ class ModelCache {
   std::string dir_;
   uint64_t memory_ = 0;
   int64_t context_ = 0;
-  int states_ = 0;
+  bool classify_ = false;  // planned for a classification (windows, last logits only)
   int batch_ = 1;
 };
 
@@ -361,6 +377,7 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
 
     // 3. Let every item run up to its next pass (or its end); settle the finished ones.
     group->wait_for_members();
+    bool freed = false;
     for (auto it = held.begin(); it != held.end();) {
       if (!it->report) {
         ++it;
@@ -368,6 +385,7 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
       }
       if (Status st = settle(*it); !st.ok()) fail_run(st);
       it = held.erase(it);
+      freed = true;
     }
     for (const auto& [id, job] : ended) {
       auto outputs_ok = finish_job_if_complete(store, job, home);
@@ -377,7 +395,9 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
         ++summary.outputs_failed;
     }
     ended.clear();
-    // 4. One pass for the items waiting.
+    // 4. One pass for the items waiting; a place that just freed is filled first, so that
+    // the next item's prompt joins this pass.
+    if (freed && may_claim()) continue;
     if (group->anyone_waiting()) group->run_pass();
   }
   if (group) summary.passes.add(group->totals());

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/model/planner.h"
 #include "runner/home.h"
 #include "runner/item_runner.h"
 #include "runner/pass_group.h"
@@ -46,6 +47,17 @@ struct SchedulerOptions {
 // The batch of a resident model (no budget bounds it): enough rows to make the matrix
 // products compute-bound, few enough to keep a pass short.
 inline constexpr int kDefaultResidentBatch = 16;
+// The largest batch `run` chooses by itself under a budget (each item of a batch has a
+// thread; a larger --batch is honoured when the budget holds it).
+inline constexpr int kMaxDefaultBatch = 64;
+
+// The plan `run` makes for a job's model (before its batch is chosen): `context` positions,
+// and for a classification two states per item, last-row logits and windows (planner.h).
+PlanOptions run_plan_options(bool classify, int64_t context, const SchedulerOptions& options);
+
+// The batch `run` uses under a budget whose plan holds `max_batch`: `requested` (--batch)
+// reduced to what the budget holds, or without it (0) the largest, at most kMaxDefaultBatch.
+int run_batch(int requested, int max_batch);
 
 // The longest backoff wait, however many attempts failed.
 inline constexpr double kMaxRetryWait_s = 3600;

@@ -59,7 +59,8 @@ uint64_t sequence_state_bytes(const ModelConfig& c, int max_context) {
 
 ActivationShape planned_activation_shape(const PlanOptions& o) {
   const int batch = std::max(1, o.batch);
-  const int rows = std::max(std::max(1, o.prefill_chunk), batch);
+  const int chunk = std::max(1, o.prefill_chunk);
+  const int rows = o.windows ? batch * chunk : std::max(chunk, batch);
   return ActivationShape{rows, batch, std::max(1, o.max_context), o.all_logits ? rows : batch};
 }
 

@@ -45,9 +45,13 @@ struct PlanOptions {
       4096;  // positions of MLA cache reserved (the state grows 55 KB/position for K3)
   bool all_logits = false;  // a pass keeps logits for every row it computes
   // Sequences decoding together (one row each per decode pass). The budget holds a state
-  // for each and activations for a pass of max(prefill_chunk, batch) rows; the
-  // predictions are per step of the whole batch.
+  // for each and activations for a pass of max(prefill_chunk, batch) rows, or with
+  // `windows` batch × prefill_chunk rows; the predictions are per step of the whole batch.
   int batch = 1;
+  // Classification windows: every sequence of the batch may bring a whole prefill chunk to
+  // the same pass, so a window of documents is prefilled together, each weight read once
+  // for all of them.
+  bool windows = false;
   int sequence_states = 1;  // states held per sequence (a classification keeps the state
                             // after its prompt while it scores labels that share tokens: 2)
   int ring_slots = 2;       // trunk units in memory at once when streaming: one computes while the
