@@ -1,5 +1,7 @@
 // `nightjar plan --model DIR --memory SIZE [--bandwidth GBps] [--output json]`: the residency
 // plan for a budget, without reading any weights (headers only).
+// `nightjar plan SPEC.yaml [--bandwidth GBps] [--until HH:MM] [--batch N] [--output json]`:
+// a job's night predicted (plan_job.h).
 #include <cstdio>
 #include <memory>
 
@@ -20,6 +22,7 @@
 #include "runner/exit_codes.h"
 #include "runner/model_args.h"
 #include "runner/output.h"
+#include "runner/plan_job.h"
 
 namespace nj::runner {
 
@@ -30,13 +33,19 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
     int prefill_chunk = kDefaultPrefillChunk, max_context = 4096, batch = 1, io_threads = kDefaultIoThreads;
     bool all_logits = false, no_pack = false;
     std::string routing_profile, pack_dir, pin_compressed = "auto";
+    std::string spec, until;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub =
       app.add_subcommand("plan",
                          "Show where the weights would live under a memory budget, and the "
                          "predicted reads and seconds per decoded token");
-  sub->add_option("--model", a->model, "Model directory")->required();
+  sub->add_option("spec", a->spec,
+                  "A job spec (YAML): predict the whole job as `run` would do it (its model and "
+                  "budget come from the spec; --model and --memory do not apply)");
+  sub->add_option("--model", a->model, "Model directory");
+  sub->add_option("--until", a->until,
+                  "With a spec: say whether the job ends before this local time, e.g. 07:00");
   sub->add_option("--memory", a->memory, "Memory budget, e.g. 8GiB (omit: everything resident)");
   sub->add_option("--bandwidth", a->bandwidth,
                   "Disk read bandwidth in GB/s for the prediction (default 2.6; "
@@ -65,7 +74,26 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
                   "Directory of a packed trunk (default: the model directory)");
   sub->add_flag("--no-pack", a->no_pack, "Plan for the shards even if a valid pack exists");
   sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
-  table.emplace_back(sub, [a]() -> int {
+  table.emplace_back(sub, [a, sub]() -> int {
+    if (a->spec.empty() == a->model.empty())
+      return report_usage_error("--model", invalid_argument("give a job spec or --model DIR"));
+    if (!a->spec.empty()) {
+      for (const char* flag : {"--memory", "--routing-profile", "--pack", "--no-pack", "--all-logits",
+                               "--max-context"})
+        if (sub->count(flag) > 0)
+          return report_usage_error(flag, invalid_argument("does not apply to a job spec"));
+      PlanJobArgs job;
+      job.spec = a->spec;
+      job.bandwidth_gbps = a->bandwidth;
+      job.until = a->until;
+      job.batch = sub->count("--batch") > 0 ? a->batch : 0;
+      job.prefill_chunk = sub->count("--prefill-chunk") > 0 ? a->prefill_chunk : 0;
+      job.io_threads = sub->count("--io-threads") > 0 ? a->io_threads : 0;
+      job.json = a->output == "json";
+      return plan_job(job);
+    }
+    if (!a->until.empty())
+      return report_usage_error("--until", invalid_argument("goes with a job spec"));
     uint64_t budget = 0;
     if (!a->memory.empty()) {
       auto b = parse_bytes(a->memory);

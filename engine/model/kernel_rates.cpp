@@ -1,0 +1,121 @@
+// The kernel probe (see kernel_rates.h).
+#include "engine/model/kernel_rates.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "engine/ops/kernels.h"
+
+namespace nj {
+namespace {
+
+// Larger than a core complex's L3 here (64 MiB of BF16, 34 MiB of MXFP4), as a streamed or
+// pinned weight is when a pass reaches it.
+constexpr int kRowsBf16 = 4096, kColsBf16 = 8192;
+constexpr int kRowsMxfp4 = 8192, kColsMxfp4 = 8192;
+
+struct ProbeMatrix {
+  std::vector<uint8_t> data, scales;
+  ops::MatRef ref;
+};
+
+// Weights of no particular meaning, quickly: a 64-bit generator, 8 bytes per step. BF16
+// elements get exponents near 1 (never NaN or infinite); MXFP4 scale codes 120..127.
+ProbeMatrix make_matrix(ops::MatFormat format, int rows, int cols) {
+  ProbeMatrix m;
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  const bool mxfp4 = format == ops::MatFormat::kMxfp4;
+  m.data.resize(static_cast<size_t>(rows) * cols * (mxfp4 ? 1 : 4) / 2);
+  const uint64_t mask = mxfp4 ? ~0ull : 0x807F807F807F807Full;
+  const uint64_t bits = mxfp4 ? 0 : 0x3C003C003C003C00ull;
+  for (size_t i = 0; i + 8 <= m.data.size(); i += 8) {
+    const uint64_t v = (next() & mask) | bits;
+    std::memcpy(m.data.data() + i, &v, 8);
+  }
+  if (mxfp4) {
+    m.scales.resize(static_cast<size_t>(rows) * cols / 32);
+    for (uint8_t& s : m.scales) s = static_cast<uint8_t>(120 + next() % 8);
+  }
+  m.ref.format = format;
+  m.ref.rows = rows;
+  m.ref.cols = cols;
+  m.ref.data = m.data.data();
+  m.ref.scales = m.scales.empty() ? nullptr : m.scales.data();
+  return m;
+}
+
+// Median seconds of `repeats` products with `rows` token rows, after one untimed call.
+double time_product(const ops::MatRef& w, int rows, int repeats, std::mt19937& rng) {
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows) * w.cols), y(static_cast<size_t>(rows) * w.rows);
+  for (float& v : x) v = value(rng);
+  const auto xs = static_cast<size_t>(w.cols), ys = static_cast<size_t>(w.rows);
+  ops::matmul(w, x.data(), rows, xs, y.data(), ys);
+  std::vector<double> times;
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ops::matmul(w, x.data(), rows, xs, y.data(), ys);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+KernelRates KernelRates::measure(int repeats) {
+  KernelRates k;
+  std::mt19937 rng(20261201);
+  const ProbeMatrix bf16 = make_matrix(ops::MatFormat::kBF16, kRowsBf16, kColsBf16);
+  const ProbeMatrix mxfp4 = make_matrix(ops::MatFormat::kMxfp4, kRowsMxfp4, kColsMxfp4);
+  for (const ProbeMatrix* m : {&bf16, &mxfp4}) {
+    const double elements = static_cast<double>(m->ref.rows) * m->ref.cols;
+    for (size_t i = 0; i < kRows.size(); ++i)
+      k.per_element[index(m->ref.format)][i] =
+          time_product(m->ref, kRows[i], repeats, rng) / elements;
+  }
+  // Time never falls as rows grow (a noisy rung would otherwise make more rows cheaper).
+  for (auto& ladder : k.per_element)
+    for (size_t i = 1; i < ladder.size(); ++i) ladder[i] = std::max(ladder[i], ladder[i - 1]);
+  return k;
+}
+
+double KernelRates::seconds(ops::MatFormat format, double elements, double rows) const {
+  if (rows <= 0 || elements <= 0) return 0;
+  const auto& ladder = per_element[index(format)];
+  const size_t n = kRows.size();
+  size_t hi = 1;  // interpolate on the segment [hi - 1, hi], extrapolating off either end
+  while (hi < n - 1 && rows > kRows[hi]) ++hi;
+  const double r0 = kRows[hi - 1], r1 = kRows[hi];
+  const double slope = (ladder[hi] - ladder[hi - 1]) / (r1 - r0);
+  const double per =
+      std::max(ladder[0] * std::min(1.0, rows), ladder[hi - 1] + slope * (rows - r0));
+  return per * elements;
+}
+
+double KernelRates::gflops(ops::MatFormat format, double rows) const {
+  const double s = seconds(format, 1e9, rows);
+  return s > 0 ? 2.0 * rows * 1e9 / s / 1e9 : 0.0;
+}
+
+nlohmann::json KernelRates::to_json() const {
+  nlohmann::json j;
+  for (ops::MatFormat f : {ops::MatFormat::kBF16, ops::MatFormat::kMxfp4}) {
+    nlohmann::json ladder;
+    for (int r : kRows) ladder[std::to_string(r)] = gflops(f, r);
+    j[f == ops::MatFormat::kMxfp4 ? "mxfp4_gflops" : "bf16_gflops"] = ladder;
+  }
+  return j;
+}
+
+}  // namespace nj

@@ -1,0 +1,45 @@
+// How fast this machine's kernels multiply, measured: the compute side of the cost model
+// (pass_cost.h). A probe times ops::matmul, as the engine calls it (every OpenMP thread),
+// on a BF16 and an MXFP4 matrix too large for the caches, at a ladder of token-row counts.
+// Few rows are bound by reading the weights from memory, many by arithmetic; the ladder
+// holds both, so the model needs no separate memory-bandwidth or FLOP-rate figure.
+#pragma once
+
+#include <array>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/ops/mat.h"
+
+namespace nj {
+
+class KernelRates {
+ public:
+  // The token-row counts the probe times; beyond the last, time grows linearly in the rows
+  // at the slope of the last two.
+  static constexpr std::array<int, 7> kRows = {1, 2, 4, 8, 16, 32, 64};
+
+  // Times the kernels on this machine: the median of `repeats` calls at each rung of the
+  // ladder, after one untimed call (about a second in all with 2 threads here).
+  static KernelRates measure(int repeats = 2);
+
+  // Seconds for one product of a matrix of `elements` weights in `format` with `rows` token
+  // rows (rows may be fractional: an expert's average share of a pass). F32 and F16 are
+  // costed as BF16 (the trunk's format; a model with F32 matrices is predicted optimistic).
+  double seconds(ops::MatFormat format, double elements, double rows) const;
+
+  // Multiply-adds per second at `rows` rows (2 FLOPs each): what the ladder measured.
+  double gflops(ops::MatFormat format, double rows) const;
+
+  nlohmann::json to_json() const;  // {"bf16": {"1": GFLOP/s, ...}, "mxfp4": {...}}
+
+  // Seconds per weight element of one product at each rung, [format][rung]: set by
+  // measure(), or by hand (tests).
+  std::array<std::array<double, kRows.size()>, 2> per_element{};
+
+ private:
+  static size_t index(ops::MatFormat format) { return format == ops::MatFormat::kMxfp4 ? 1 : 0; }
+};
+
+}  // namespace nj

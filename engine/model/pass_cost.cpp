@@ -1,0 +1,98 @@
+// The cost model of a pass (see pass_cost.h).
+#include "engine/model/pass_cost.h"
+
+#include <algorithm>
+#include <initializer_list>
+
+namespace nj {
+namespace {
+
+// Weight elements of the matrices among `slots` (vectors and absent tensors add nothing).
+double matrix_elements(std::initializer_list<const TensorSlot*> slots) {
+  double n = 0;
+  for (const TensorSlot* s : slots)
+    if (s->info != nullptr && s->rows > 1 && s->cols > 1)
+      n += static_cast<double>(s->rows) * s->cols;
+  return n;
+}
+
+double layer_elements(const LayerLayout& l) {
+  double n = matrix_elements({&l.attn_res_proj, &l.mlp_res_proj});
+  if (l.is_mla) {
+    const MlaSlots& a = l.mla;
+    n += matrix_elements({&a.q_a, &a.q_b, &a.kv_a, &a.kv_b, &a.o, &a.g});
+  } else {
+    const KdaSlots& a = l.kda;
+    n += matrix_elements({&a.q, &a.k, &a.v, &a.g, &a.o, &a.f_a, &a.f_b, &a.b});
+  }
+  if (l.is_dense) {
+    n += matrix_elements({&l.dense.gate, &l.dense.up, &l.dense.down});
+  } else {
+    const MoeSlots& m = l.moe;
+    n += matrix_elements({&m.router, &m.down, &m.up, &m.shared.gate, &m.shared.up, &m.shared.down});
+  }
+  return n;
+}
+
+}  // namespace
+
+PassCostModel::PassCostModel(const ModelLayout& layout, const ResidencyPlan& plan,
+                             const KernelRates& rates, double bandwidth_gbps)
+    : rates_(rates), bandwidth_(bandwidth_gbps * 1e9) {
+  const ModelConfig& c = layout.config();
+  num_experts_ = c.num_experts;
+  top_k_ = c.top_k;
+  for (int l = 0; l < c.layers; ++l) {
+    moe_layers_ += c.is_dense(l) ? 0 : 1;
+    trunk_elements_ += layer_elements(layout.layer(l));
+  }
+  const HeadLayout& head = layout.head();
+  trunk_elements_ += matrix_elements({&head.out_res_proj});
+  head_elements_ = matrix_elements({&head.lm_head});
+  if (moe_layers_ > 0) {
+    expert_elements_ = 3.0 * c.latent * c.moe_inter;
+    expert_format_ = c.mxfp4_experts ? ops::MatFormat::kMxfp4 : ops::MatFormat::kBF16;
+  }
+  kda_flops_per_row_ = 6.0 * c.kda_heads * c.kda_head_dim * c.kda_head_dim * c.num_kda_layers();
+  mla_flops_per_position_ = 4.0 * c.heads * (c.kv_lora_rank + c.qk_rope) * c.num_mla_layers();
+
+  // The plan's step is one row per sequence of its batch; take out its embedding rows and
+  // its distinct experts to get the per-pass and per-expert parts.
+  embedding_row_ = static_cast<double>(layout.embedding_row_bytes());
+  trunk_read_ =
+      static_cast<double>(plan.predicted_trunk_bytes_per_step) - plan.batch * embedding_row_;
+  expert_miss_ = plan.predicted_distinct_experts > 0
+                     ? static_cast<double>(plan.predicted_expert_bytes_per_step) /
+                           plan.predicted_distinct_experts
+                     : 0.0;
+  load_bytes_ = static_cast<double>(plan.pinned_bytes + plan.held_bytes);
+  if (plan.everything_resident)
+    load_bytes_ += static_cast<double>(layout.expert_bytes()) * c.num_experts * moe_layers_;
+}
+
+double PassCostModel::distinct_experts(int rows) const {
+  return moe_layers_ > 0 ? expected_distinct_experts(num_experts_, top_k_, std::max(1, rows)) : 0.0;
+}
+
+PassPrediction PassCostModel::predict(const PassShape& pass) const {
+  PassPrediction p;
+  const int rows = std::max(1, pass.rows);
+  const double distinct = distinct_experts(rows);
+  p.disk_bytes = trunk_read_ + rows * embedding_row_ + distinct * expert_miss_;
+
+  const double expert_rows = distinct > 0 ? static_cast<double>(rows) * top_k_ / distinct : 0.0;
+  const double attention_flops =
+      rows * kda_flops_per_row_ + pass.attended * mla_flops_per_position_;
+  p.flops = 2.0 * rows * trunk_elements_ + 2.0 * pass.logits_rows * head_elements_ +
+            2.0 * rows * top_k_ * moe_layers_ * expert_elements_ + attention_flops;
+  p.compute_seconds =
+      rates_.seconds(ops::MatFormat::kBF16, trunk_elements_, rows) +
+      rates_.seconds(ops::MatFormat::kBF16, head_elements_, pass.logits_rows) +
+      moe_layers_ * distinct * rates_.seconds(expert_format_, expert_elements_, expert_rows) +
+      attention_flops / (rates_.gflops(ops::MatFormat::kBF16, KernelRates::kRows.back()) * 1e9);
+  p.io_seconds = bandwidth_ > 0 ? p.disk_bytes / bandwidth_ : 0.0;
+  p.seconds = std::max(p.io_seconds, p.compute_seconds);
+  return p;
+}
+
+}  // namespace nj

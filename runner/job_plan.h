@@ -1,0 +1,67 @@
+// A job's night, predicted: the runner's passes replayed on paper and costed by the engine's
+// cost model (engine/model/pass_cost.h). Used by `nightjar plan SPEC` and the ETA of
+// `nightjar status`.
+//
+// The replay follows the scheduler and PassGroup (scheduler.cpp, pass_group.cpp): up to
+// `batch` items at once, taken in queue order; an item that ends gives its place to the next
+// queued one before the next pass; every pass carries one step of each waiting member,
+// oldest waiter first, up to `max_rows` rows (a step that does not fit waits for the next
+// pass). An item's steps are what ItemRun and ClassifyRun feed: its prompt in chunks of
+// `prefill_chunk`, then one row per decode step (a generation decodes max_tokens − 1 rows:
+// the last token needs no pass; a classification walks its label trie, one row per token of
+// the trie's feed paths). A classification's template prefix is prefilled once, by the
+// job's first item, before the others start (they restore its state).
+// Every step computes the logits of its last row. Among members a pass woke together, the
+// replay takes them in the order they joined, `run` in the order their threads come back;
+// so when their steps do not all fit a pass, the pass count may differ by a little.
+// Documents that wait at the prefix gate join the first pass after the prefix is saved.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/model/pass_cost.h"
+#include "engine/util/status.h"
+#include "jobs/job_spec.h"
+
+namespace nj::runner {
+
+struct ItemWork {
+  int64_t start_position = 0;  // positions its state holds before its first step
+  int64_t prompt_rows = 0;     // fed in prefill chunks
+  int64_t decode_rows = 0;     // one row per pass
+};
+
+struct JobWork {
+  std::vector<ItemWork> items;     // in the order the scheduler claims them
+  int64_t shared_prefix_rows = 0;  // classify: the template prefix, prefilled once first
+};
+
+struct JobPlanShape {
+  int batch = 1;      // items sharing passes
+  int max_rows = 64;  // rows a pass may carry (the plan's activations)
+  int prefill_chunk = 64;
+};
+
+struct JobPrediction {
+  int64_t items = 0;
+  int64_t passes = 0;
+  int64_t rows = 0;
+  int max_batch = 0;      // the most items that shared a pass
+  double load_bytes = 0;  // read when the model opens (pass_cost.h), part of disk_bytes
+  double disk_bytes = 0, flops = 0;
+  double io_seconds = 0, compute_seconds = 0;  // summed over passes, each its own bound
+  double seconds = 0;                          // the load, then Σ max(io, compute) per pass
+};
+
+// The work of every item of `spec`. REQUIRES: prompts tokenized (jobs/spec_model.h).
+// InvalidArgument when a classify job's labels do not make a trie.
+Result<JobWork> job_work(const jobs::JobSpec& spec);
+
+JobPrediction predict_job(const JobWork& work, const JobPlanShape& shape,
+                          const PassCostModel& cost);
+
+}  // namespace nj::runner

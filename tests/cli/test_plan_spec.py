@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""`nightjar plan SPEC.yaml`: a job predicted as `run` would do it. Its fields and their
+types, the deadline, usage errors, and the replay itself: the passes it predicts are the
+passes `run` then makes, for a generate job one at a time and batched, and for a
+classification in windows (the pass count is exact; bytes and seconds are the cost model's)."""
+import json
+import os
+import subprocess
+import unittest
+
+import njtest
+
+ARGS = None
+WORK = MODEL = TOK_MODEL = None
+RUN = ["--threads", "1", "--log-seconds", "1000", "--drain"]
+FIELDS = {"job": str, "items": int, "batch": int, "passes": int, "predicted_bytes": (int, float),
+          "predicted_seconds": (int, float)}
+
+
+def setUpModule():
+    global WORK, MODEL, TOK_MODEL
+    WORK = njtest.scratch_dir("plan-spec-")
+    MODEL = njtest.make_model(os.path.join(WORK, "model"))
+    TOK_MODEL = njtest.make_model(os.path.join(WORK, "model-demo"), preset="demo")
+
+
+def generate_items(n, longest=80):
+    return [{"id": f"g{k}", "prompt_ids": [(k * 13 + i * 5 + 1) % 256 for i in range(3 + (k * 29) % longest)],
+             "max_tokens": 5 + (k * 7) % 19} for k in range(n)]
+
+
+class PlanSpec(unittest.TestCase):
+    def setUp(self):
+        self.dir = os.path.join(WORK, self.id().split(".")[-1])
+        os.makedirs(self.dir)
+
+    def plan(self, spec, *args, ok=True):
+        p = subprocess.run([ARGS.bin, "plan", spec, *args], capture_output=True, text=True, timeout=600)
+        if ok:
+            self.assertEqual(p.returncode, 0, p.stderr)
+        return p
+
+    def plan_json(self, spec, *args):
+        return json.loads(self.plan(spec, *args, "--output", "json").stdout)
+
+    def run_passes(self, spec, *args):
+        nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home-" + "-".join(args or ("default",))))
+        job = nj.submit(spec)
+        p = nj.run("run", *RUN, *args)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(all(r["status"] == "done" for r in nj.results(job)))
+        (ended,) = [d for _, _, d in nj.events("run_ended")]
+        return ended
+
+    def test_fields_and_deadline(self):
+        spec = njtest.write_spec(os.path.join(self.dir, "g.yaml"), "gen", MODEL, generate_items(3))
+        j = self.plan_json(spec)
+        for key, kind in FIELDS.items():
+            self.assertIsInstance(j[key], kind, key)
+        self.assertEqual(j["job"], "gen")
+        self.assertEqual(j["items"], 3)
+        self.assertIsNone(j["finishes_by_deadline"])
+        self.assertGreater(j["predicted_seconds"], 0)
+        self.assertGreater(j["predicted_bytes"], 0)  # the model is read when it opens
+        until = self.plan_json(spec, "--until", "07:00")
+        self.assertIs(until["finishes_by_deadline"], True, "a tiny job ends before the next 07:00")
+        self.assertEqual(until["until"], "07:00")
+        text = self.plan(spec, "--until", "07:00").stdout
+        self.assertIn("finishes before it", text)
+        self.assertIn("passes", text)
+
+    def test_the_predicted_passes_are_the_passes_run_makes(self):
+        # Prompts of at most 15 tokens: four items' chunks always fit one pass of 64 rows. (When
+        # they do not, which waiter goes first among those a pass woke together is up to the
+        # threads, and the count may differ by a pass or so.)
+        items = generate_items(6, longest=13)
+        spec = njtest.write_spec(os.path.join(self.dir, "g.yaml"), "gen", MODEL, items)
+        one = self.plan_json(spec, "--batch", "1")
+        chunks = sum((len(it["prompt_ids"]) + 63) // 64 for it in items)
+        self.assertEqual(one["passes"], chunks + sum(it["max_tokens"] - 1 for it in items))
+        self.assertEqual(self.run_passes(spec, "--batch", "1")["passes"], one["passes"])
+        four = self.plan_json(spec, "--batch", "4")
+        self.assertEqual(four["batch"], 4)
+        self.assertLess(four["passes"], one["passes"])
+        ended = self.run_passes(spec, "--batch", "4")
+        self.assertEqual(ended["passes"], four["passes"])
+        self.assertEqual(ended["rows"], four["rows"])
+
+    def test_a_classification_in_windows(self):
+        docs = ["I was charged twice for my March subscription.",
+                "The app crashes when I open the settings page, every single time since the update.",
+                "Please add a dark mode.", "What are your opening hours on holidays?",
+                "My invoice shows the wrong company address."]
+        labels = ["billing", "bug", "feature request", "question"]
+        lines = ["name: triage", f"model: {json.dumps(TOK_MODEL)}", "kind: classify",
+                 "template: \"Classify the ticket as one of: {labels}.\\nTicket: {document}\\nLabel:\\n\"",
+                 f"labels: {json.dumps(labels)}", "items:"]
+        lines += [f"  - {{id: d{k}, document: {json.dumps(d)}}}" for k, d in enumerate(docs)]
+        spec = os.path.join(self.dir, "triage.yaml")
+        with open(spec, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        for batch in ("1", "5"):
+            j = self.plan_json(spec, "--batch", batch)
+            self.assertEqual(j["items"], len(docs))
+            ended = self.run_passes(spec, "--batch", batch)
+            self.assertEqual(ended["passes"], j["passes"], f"--batch {batch}")
+            self.assertEqual(ended["rows"], j["rows"], f"--batch {batch}")
+
+    def test_usage_errors(self):
+        spec = njtest.write_spec(os.path.join(self.dir, "g.yaml"), "gen", MODEL, generate_items(1))
+        for args, flag in ((["--memory", "1GiB"], "--memory"), (["--until", "25:00"], "--until"),
+                           (["--model", MODEL], "--model")):
+            p = self.plan(spec, *args, ok=False)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn(flag, p.stderr)
+        p = subprocess.run([ARGS.bin, "plan"], capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        bad = os.path.join(self.dir, "bad.yaml")
+        with open(bad, "w") as f:
+            f.write(f"name: x\nmodel: {json.dumps(MODEL)}\nkind: generate\nitems:\n  - {{id: a, prompt_ids: [1], colour: red}}\n")
+        p = self.plan(bad, ok=False)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertIn("bad.yaml:5", p.stderr)
+        self.assertIn("colour", p.stderr)
+
+
+if __name__ == "__main__":
+    njtest.main(globals())

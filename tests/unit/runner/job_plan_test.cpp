@@ -1,0 +1,141 @@
+// The replay of a job's passes (runner/job_plan.h) and the pass cost model under it
+// (engine/model/pass_cost.h), on the tiny golden model with kernel rates set by hand.
+#include <catch2/catch.hpp>
+
+#include "engine/model/config.h"
+#include "engine/model/kernel_rates.h"
+#include "engine/model/layout.h"
+#include "engine/model/pass_cost.h"
+#include "engine/model/planner.h"
+#include "engine/model/tensor_index.h"
+#include "runner/job_plan.h"
+#include "tests/unit/model/test_models.h"
+
+namespace nj::runner {
+namespace {
+
+using Catch::Matchers::WithinRel;
+
+struct Fixture {
+  ModelConfig config;
+  TensorIndex index;
+  ModelLayout layout;
+  static Fixture load() {
+    const std::string dir = testing::golden_dir("tiny-mxfp4");
+    auto config = load_model_config(dir);
+    REQUIRE(config.ok());
+    auto index = TensorIndex::open(dir);
+    REQUIRE(index.ok());
+    auto layout = ModelLayout::build(*config, *index);
+    REQUIRE(layout.ok());
+    return Fixture{*config, std::move(*index), std::move(*layout)};
+  }
+};
+
+// One nanosecond per weight element at every rung: compute proportional to elements.
+KernelRates flat_rates() {
+  KernelRates r;
+  for (auto& ladder : r.per_element) ladder.fill(1e-9);
+  return r;
+}
+
+ResidencyPlan plan_at(const ModelLayout& layout, uint64_t budget, int batch) {
+  PlanOptions o;
+  o.max_context = 256;
+  o.batch = batch;
+  auto p = plan_residency(layout, budget, o);
+  REQUIRE(p.ok());
+  return *p;
+}
+
+JobWork items(int n, int64_t prompt, int64_t decode) {
+  JobWork w;
+  for (int i = 0; i < n; ++i) w.items.push_back(ItemWork{0, prompt, decode});
+  return w;
+}
+
+TEST_CASE("a job's passes follow the runner's chunks, batches and rows", "[job-plan]") {
+  Fixture f = Fixture::load();
+  const ResidencyPlan plan = plan_at(f.layout, 0, 1);
+  const KernelRates rates = flat_rates();
+  const PassCostModel cost(f.layout, plan, rates, 1.0);
+
+  // One at a time: 100 prompt rows in chunks of 64 (2 passes), then 3 decode rows.
+  JobPrediction one = predict_job(items(4, 100, 3), JobPlanShape{1, 64, 64}, cost);
+  CHECK(one.items == 4);
+  CHECK(one.passes == 4 * (2 + 3));
+  CHECK(one.rows == 4 * 103);
+  CHECK(one.max_batch == 1);
+
+  // Four together, room for all their chunks: a pass carries each item's step.
+  JobPrediction four = predict_job(items(4, 100, 3), JobPlanShape{4, 256, 64}, cost);
+  CHECK(four.passes == 2 + 3);
+  CHECK(four.rows == one.rows);
+  CHECK(four.max_batch == 4);
+
+  // Four together in passes of 64 rows: prefill chunks take turns (oldest waiter first),
+  // decode rows share.
+  JobPrediction narrow = predict_job(items(4, 64, 2), JobPlanShape{4, 64, 64}, cost);
+  CHECK(narrow.passes == 4 + 2);
+
+  // Two places for five items: the next joins when one ends.
+  JobPrediction queue = predict_job(items(5, 10, 1), JobPlanShape{2, 64, 64}, cost);
+  CHECK(queue.passes == 3 * 2);
+  CHECK(queue.max_batch == 2);
+
+  // A shared prefix runs alone first.
+  JobWork classify = items(2, 10, 1);
+  classify.shared_prefix_rows = 70;
+  for (ItemWork& w : classify.items) w.start_position = 70;
+  CHECK(predict_job(classify, JobPlanShape{2, 128, 64}, cost).passes == 2 + 2);
+
+  CHECK(predict_job(JobWork{}, JobPlanShape{}, cost).passes == 0);
+}
+
+TEST_CASE("the pass cost model counts compute per row and reads per pass", "[job-plan]") {
+  Fixture f = Fixture::load();
+  const KernelRates rates = flat_rates();
+  const ModelConfig& c = f.layout.config();
+
+  // Everything resident: nothing is read per pass; the model is read once when it opens.
+  const ResidencyPlan resident = plan_at(f.layout, 0, 1);
+  const PassCostModel r(f.layout, resident, rates, 1.0);
+  const PassPrediction one = r.predict(PassShape{1, 1, 1});
+  CHECK(one.disk_bytes == static_cast<double>(f.layout.embedding_row_bytes()));
+  CHECK(r.load_bytes() > 0);
+  // Compute: flat rates make a product cost its elements, whatever the rows; FLOPs grow
+  // with the rows.
+  const PassPrediction two = r.predict(PassShape{2, 1, 3});
+  CHECK(two.flops > one.flops);
+  CHECK(two.seconds >= one.seconds);
+
+  // Streaming at the minimum: every pass reads the streamed trunk; more rows need more
+  // distinct experts, at most all of them.
+  const ResidencyPlan minimum = plan_at(f.layout, resident.min_memory_bytes, 1);
+  const PassCostModel s(f.layout, minimum, rates, 1.0);
+  const double d1 = s.distinct_experts(1), d64 = s.distinct_experts(64);
+  CHECK_THAT(d1, WithinRel(static_cast<double>(c.top_k), 1e-9));
+  CHECK(d64 > d1);
+  CHECK(d64 <= c.num_experts);
+  CHECK(s.predict(PassShape{64, 1, 64}).disk_bytes > s.predict(PassShape{1, 1, 1}).disk_bytes);
+  CHECK_THAT(s.predict(PassShape{1, 1, 1}).disk_bytes,
+             WithinRel(static_cast<double>(minimum.predicted_bytes_per_step()), 1e-6));
+  // At 1 GB/s a pass takes its bytes in nanoseconds at least.
+  const PassPrediction p = s.predict(PassShape{1, 1, 1});
+  CHECK(p.seconds >= p.disk_bytes / 1e9);
+}
+
+TEST_CASE("kernel rates interpolate between rungs and extrapolate linearly", "[job-plan]") {
+  KernelRates r;
+  // Time per element 1 ns up to 8 rows, then growing by 1 ns per 8 rows.
+  for (size_t i = 0; i < KernelRates::kRows.size(); ++i)
+    r.per_element[0][i] = 1e-9 * std::max(1.0, KernelRates::kRows[i] / 8.0);
+  CHECK_THAT(r.seconds(ops::MatFormat::kBF16, 1e6, 4), WithinRel(1e-3, 1e-9));
+  CHECK_THAT(r.seconds(ops::MatFormat::kBF16, 1e6, 48), WithinRel(6e-3, 1e-9));
+  CHECK_THAT(r.seconds(ops::MatFormat::kBF16, 1e6, 128), WithinRel(16e-3, 1e-9));
+  CHECK(r.seconds(ops::MatFormat::kBF16, 1e6, 0) == 0);
+  CHECK_THAT(r.gflops(ops::MatFormat::kBF16, 64), WithinRel(2.0 * 64 / 8.0, 1e-9));
+}
+
+}  // namespace
+}  // namespace nj::runner
