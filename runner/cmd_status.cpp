@@ -9,7 +9,10 @@
 
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
+#include "engine/model/kernel_rates.h"
 #include "runner/home.h"
+#include "runner/job_plan.h"
+#include "runner/model_args.h"
 #include "runner/job_outputs.h"
 #include "runner/lease_owner.h"
 #include "runner/output.h"
@@ -50,7 +53,40 @@ double rate_of(int64_t tokens, double active_s) {
   return active_s > 0 && tokens > 0 ? tokens / active_s : 0.0;
 }
 
-nlohmann::json job_json(const JobSummary& j) {
+// The ETA of a running job: its remaining work replayed as `run` does it and costed by the
+// engine's cost model (job_plan.h), as `plan SPEC` predicts a whole job. The kernel rates
+// are measured once per status command, and only when a job is running.
+class EtaModel {
+ public:
+  explicit EtaModel(double bandwidth_gbps) : bandwidth_gbps_(bandwidth_gbps) {}
+
+  // Seconds the job still needs, or nullopt when it is not running or cannot be predicted
+  // (its model gone, say: then the warning says why and the rate-based ETA stands).
+  std::optional<double> eta(JobStore& store, const JobSummary& j) {
+    if (j.running == 0) return std::nullopt;
+    auto items = store.items(j.job.id);
+    if (!items.ok()) return std::nullopt;
+    JobRunShape shape;
+    auto work = remaining_work(j.job, *items, &shape);
+    if (!work.ok()) return std::nullopt;
+    if (!rates_) {
+      if (!apply_compute_options(ModelArgs{}).ok()) return std::nullopt;
+      rates_ = KernelRates::measure(1);
+    }
+    auto f = forecast_job(*work, shape, *rates_, bandwidth_gbps_);
+    if (!f.ok()) {
+      spdlog::warn("job {}: no ETA from the cost model: {}", j.job.id, f.status().message());
+      return std::nullopt;
+    }
+    return f->prediction.seconds;
+  }
+
+ private:
+  double bandwidth_gbps_;
+  std::optional<KernelRates> rates_;
+};
+
+nlohmann::json job_json(const JobSummary& j, std::optional<double> planned_eta = std::nullopt) {
   const double rate = rate_of(j.tokens_done, j.active_s);
   const int64_t left = std::max<int64_t>(0, j.tokens_planned - j.tokens_done);
   nlohmann::json out = {{"id", j.job.id},
@@ -72,8 +108,12 @@ nlohmann::json job_json(const JobSummary& j) {
                         {"rate_tokens_per_s", rate},
                         {"created_at", j.job.created_at},
                         {"outputs", outputs_json(j.job)}};
-  out["eta_s"] = (rate > 0 && (j.queued + j.running) > 0) ? nlohmann::json(left / rate)
-                                                          : nlohmann::json(nullptr);
+  const bool rated = rate > 0 && (j.queued + j.running) > 0;
+  out["eta_s"] = planned_eta ? nlohmann::json(*planned_eta)
+                 : rated     ? nlohmann::json(left / rate)
+                             : nlohmann::json(nullptr);
+  // "plan": the cost model on the work left; "rate": tokens left at the rate so far.
+  out["eta_basis"] = planned_eta ? nlohmann::json("plan") : rated ? nlohmann::json("rate") : nlohmann::json(nullptr);
   return out;
 }
 
@@ -120,15 +160,16 @@ void print_outputs_failures(const std::vector<JobSummary>& jobs) {
           (long long)j.job.id);
 }
 
-void print_jobs_text(const std::vector<JobSummary>& jobs) {
+void print_jobs_text(const std::vector<JobSummary>& jobs, const std::vector<nlohmann::json>& shown) {
   if (jobs.empty()) {
     std::printf("no jobs\n");
     return;
   }
   std::printf("%-5s %-24s %-9s %-30s %-17s %-13s %s\n", "JOB", "NAME", "STATE",
               "ITEMS done/run/queue/fail/canc", "TOKENS", "RATE", "ETA");
-  for (const auto& j : jobs) {
-    const nlohmann::json js = job_json(j);
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const JobSummary& j = jobs[k];
+    const nlohmann::json& js = shown[k];
     char items[64], tokens[40];
     std::snprintf(items, sizeof items, "%lld/%lld/%lld/%lld/%lld", (long long)j.done,
                   (long long)j.running, (long long)j.queued, (long long)j.failed,
@@ -142,8 +183,9 @@ void print_jobs_text(const std::vector<JobSummary>& jobs) {
   }
 }
 
-void print_items_text(const JobSummary& j, const std::vector<ItemRow>& items, double now) {
-  print_jobs_text({j});
+void print_items_text(const JobSummary& j, const nlohmann::json& shown,
+                      const std::vector<ItemRow>& items, double now) {
+  print_jobs_text({j}, {shown});
   print_outputs_failures({j});
   std::printf("\n%-24s %-10s %-15s %-9s %-13s %s\n", "ITEM", "STATE", "TOKENS", "ATTEMPTS", "RATE",
               "LAST ERROR");
@@ -190,26 +232,32 @@ void add_status_command(CLI::App& app, const GlobalOptions&, CommandTable& table
     std::string job;
     std::string home;
     std::string output = "text";
+    double bandwidth = 2.6;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub =
       app.add_subcommand("status", "Jobs and items: state, tokens, attempts, errors, rate, ETA");
   sub->add_option("job", a->job, "A job id or name (default: every job)");
+  sub->add_option("--bandwidth", a->bandwidth,
+                  "Disk read bandwidth in GB/s for a running job's ETA (the cost model of "
+                  "`plan SPEC`; default 2.6, `nightjar doctor` measures it)")
+      ->check(CLI::PositiveNumber);
   add_home_option(*sub, a->home);
   sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(sub, [a]() -> int {
     auto store = open_existing(a->home);
     if (!store.ok()) return report_failure(store.status());
     JobStore& s = **store;
+    EtaModel etas(a->bandwidth);
     if (a->job.empty()) {
       auto jobs = s.list_jobs();
       if (!jobs.ok()) return report_failure(jobs.status());
+      std::vector<nlohmann::json> shown;
+      for (const auto& j : *jobs) shown.push_back(job_json(j, etas.eta(s, j)));
       if (a->output == "json") {
-        nlohmann::json arr = nlohmann::json::array();
-        for (const auto& j : *jobs) arr.push_back(job_json(j));
-        print_json({{"jobs", arr}});
+        print_json({{"jobs", shown}});
       } else {
-        print_jobs_text(*jobs);
+        print_jobs_text(*jobs, shown);
         print_outputs_failures(*jobs);
       }
       return kExitOk;
@@ -224,7 +272,7 @@ void add_status_command(CLI::App& app, const GlobalOptions&, CommandTable& table
       nlohmann::json arr = nlohmann::json::array();
       const int64_t shared = shared_prompt_tokens(*job);
       for (const auto& i : *items) arr.push_back(item_json(i, shared, s.now()));
-      nlohmann::json j = job_json(*summary);
+      nlohmann::json j = job_json(*summary, etas.eta(s, *summary));
       if (job->kind == "classify") {
         auto prefix = prefix_json(s, job->id);
         if (!prefix.ok()) return report_failure(prefix.status());
@@ -232,7 +280,7 @@ void add_status_command(CLI::App& app, const GlobalOptions&, CommandTable& table
       }
       print_json({{"job", j}, {"items", arr}});
     } else {
-      print_items_text(*summary, *items, s.now());
+      print_items_text(*summary, job_json(*summary, etas.eta(s, *summary)), *items, s.now());
     }
     return kExitOk;
   });

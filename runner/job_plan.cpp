@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <deque>
 
+#include "engine/model/model.h"
+#include "engine/model/planner.h"
 #include "jobs/label_trie.h"
+#include "runner/scheduler.h"
 
 namespace nj::runner {
 namespace {
@@ -121,6 +124,79 @@ JobPrediction predict_job(const JobWork& work, const JobPlanShape& shape,
     std::erase_if(members, [](const Member& m) { return m.done(); });
   }
   return p;
+}
+
+Result<JobWork> remaining_work(const JobRow& job, const std::vector<ItemRow>& items,
+                               JobRunShape* shape) {
+  const auto settings = nlohmann::json::parse(job.settings_json, nullptr, false);
+  if (!settings.is_object())
+    return invalid_argument("job " + std::to_string(job.id) + ": its stored settings are not JSON");
+  shape->model_dir = job.model_dir;
+  shape->memory_bytes = job.memory_bytes.value_or(0);
+  shape->classify = job.kind == jobs::job_kind_name(jobs::JobKind::kClassify);
+  shape->context = 1;
+  if (settings.contains("max_context") && settings["max_context"].is_number_integer())
+    shape->context = settings["max_context"].get<int64_t>();
+  JobWork work;
+  int64_t trie_rows = 0, prefix_rows = 0;
+  if (shape->classify) {
+    NJ_ASSIGN_OR_RETURN(jobs::ClassifySettings c, jobs::classify_settings_from_json(settings));
+    NJ_ASSIGN_OR_RETURN(jobs::LabelTrie trie, jobs::LabelTrie::build(c.label_ids, c.labels));
+    for (const auto& path : trie.feed_paths()) trie_rows += static_cast<int64_t>(path.size());
+    prefix_rows = static_cast<int64_t>(c.prefix_ids.size());
+  }
+  bool prefix_done = false;
+  for (const ItemRow& item : items) {
+    shape->context = std::max<int64_t>(
+        shape->context, static_cast<int64_t>(item.prompt_ids.size()) + item.max_tokens);
+    if (item.state != ItemState::kQueued && item.state != ItemState::kRunning) {
+      prefix_done = prefix_done || item.state == ItemState::kDone;
+      continue;
+    }
+    ItemWork w;
+    const bool started = item.state == ItemState::kRunning && item.tokens_done > 0;
+    prefix_done = prefix_done || item.state == ItemState::kRunning;
+    w.prompt_rows = started ? 0 : static_cast<int64_t>(item.prompt_ids.size());
+    if (shape->classify) {
+      w.start_position = prefix_rows;
+      w.decode_rows = started ? 0 : trie_rows;
+    } else {
+      w.start_position =
+          started ? static_cast<int64_t>(item.prompt_ids.size()) + item.tokens_done : 0;
+      w.decode_rows =
+          std::max<int64_t>(0, item.max_tokens - std::max<int64_t>(1, item.tokens_done));
+    }
+    work.items.push_back(w);
+  }
+  work.shared_prefix_rows = prefix_done ? 0 : prefix_rows;
+  return work;
+}
+
+Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape,
+                                 const KernelRates& rates, double bandwidth_gbps) {
+  SchedulerOptions run;  // run's defaults, as the flags change them
+  if (shape.prefill_chunk > 0) run.prefill_chunk = shape.prefill_chunk;
+  if (shape.io_threads > 0) run.io_threads = shape.io_threads;
+  PlanOptions po = run_plan_options(shape.classify, shape.context, run);
+  po.bandwidth_gbps = bandwidth_gbps;
+  std::string pack_warning;
+  NJ_ASSIGN_OR_RETURN(ModelHeaders headers,
+                      open_model_headers(shape.model_dir, true, &pack_warning));
+  const ModelLayout& layout = *headers.layout;
+  JobForecast f;
+  f.batch = shape.batch > 0 ? shape.batch : kDefaultResidentBatch;
+  if (shape.memory_bytes > 0) {
+    NJ_ASSIGN_OR_RETURN(ResidencyPlan one, plan_residency(layout, shape.memory_bytes, po));
+    f.max_batch = one.max_batch;
+    f.batch = run_batch(shape.batch, f.max_batch);
+  }
+  po.batch = f.batch;
+  NJ_ASSIGN_OR_RETURN(ResidencyPlan plan, plan_residency(layout, shape.memory_bytes, po));
+  f.rows_per_pass = plan.rows_per_pass;
+  const PassCostModel cost(layout, plan, rates, bandwidth_gbps);
+  f.prediction =
+      predict_job(work, JobPlanShape{f.batch, plan.rows_per_pass, po.prefill_chunk}, cost);
+  return f;
 }
 
 }  // namespace nj::runner

@@ -26,6 +26,7 @@
 #include "engine/model/pass_cost.h"
 #include "engine/util/status.h"
 #include "jobs/job_spec.h"
+#include "runner/store/job_store.h"
 
 namespace nj::runner {
 
@@ -63,5 +64,36 @@ Result<JobWork> job_work(const jobs::JobSpec& spec);
 
 JobPrediction predict_job(const JobWork& work, const JobPlanShape& shape,
                           const PassCostModel& cost);
+
+// A job as `run` would do it: its model and budget, run's plan options for its kind and
+// context (scheduler.h), and run's batch for that budget.
+struct JobRunShape {
+  std::string model_dir;
+  uint64_t memory_bytes = 0;  // 0: everything resident
+  bool classify = false;
+  int64_t context = 1;    // the job's longest sequence
+  int batch = 0;          // --batch, or 0 for run's choice
+  int prefill_chunk = 0;  // --prefill-chunk, or 0 for run's default
+  int io_threads = 0;     // --io-threads, or 0 for run's default
+};
+
+struct JobForecast {
+  JobPrediction prediction;
+  int batch = 1;
+  int max_batch = 0;  // what the budget holds (0 when everything is resident)
+  int rows_per_pass = 1;
+};
+
+// The work a stored job has left: queued items whole, running ones from their stored
+// tokens on (a running item that has none yet is counted from its prompt), the shared
+// prefix only when no item has passed it yet. `shape` gets the job's model, budget, kind
+// and context. InvalidArgument when the job's stored settings are unreadable.
+Result<JobWork> remaining_work(const JobRow& job, const std::vector<ItemRow>& items,
+                               JobRunShape* shape);
+
+// Plans the model for `shape` (headers only) and replays `work` on it. Errors: the model's
+// (not found, unreadable headers) and the planner's (a budget below the minimum).
+Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape,
+                                 const KernelRates& rates, double bandwidth_gbps);
 
 }  // namespace nj::runner

@@ -52,39 +52,20 @@ int plan_job(const PlanJobArgs& a) {
   auto work = job_work(*spec);
   if (!work.ok()) return report_failure(work.status());
 
-  SchedulerOptions run;  // run's defaults, as the flags change them
-  if (a.prefill_chunk > 0) run.prefill_chunk = a.prefill_chunk;
-  if (a.io_threads > 0) run.io_threads = a.io_threads;
-  const bool classify = spec->kind == jobs::JobKind::kClassify;
-  PlanOptions po = run_plan_options(classify, jobs::job_max_context(*spec), run);
-  po.bandwidth_gbps = a.bandwidth_gbps;
-  std::string pack_warning;
-  auto headers = open_model_headers(spec->model_dir, true, &pack_warning);
-  if (!headers.ok()) return report_failure(headers.status());
-  if (!pack_warning.empty()) spdlog::warn("not using the packed trunk: {}", pack_warning);
-  const ModelLayout& layout = *headers->layout;
-  const uint64_t memory = spec->memory_bytes.value_or(0);
-  int batch = a.batch > 0 ? a.batch : kDefaultResidentBatch;
-  int max_batch = 0;
-  if (memory > 0) {
-    auto one = plan_residency(layout, memory, po);
-    if (!one.ok()) return report_failure(one.status());
-    max_batch = one->max_batch;
-    batch = run_batch(a.batch, max_batch);
-    if (a.batch > max_batch)
-      spdlog::warn("--batch {}: the budget {} holds at most {}; run would use {}", a.batch,
-                   format_bytes(memory), max_batch, batch);
-  }
-  po.batch = batch;
-  auto plan = plan_residency(layout, memory, po);
-  if (!plan.ok()) return report_failure(plan.status());
-
   // The kernels run on the threads `run` would use.
   if (Status s = apply_compute_options(ModelArgs{}); !s.ok()) return report_failure(s);
   const KernelRates rates = KernelRates::measure();
-  const PassCostModel cost(layout, *plan, rates, a.bandwidth_gbps);
-  const JobPlanShape shape{batch, plan->rows_per_pass, po.prefill_chunk};
-  const JobPrediction p = predict_job(*work, shape, cost);
+  const bool classify = spec->kind == jobs::JobKind::kClassify;
+  const uint64_t memory = spec->memory_bytes.value_or(0);
+  JobRunShape shape{spec->model_dir, memory,          classify,    jobs::job_max_context(*spec),
+                    a.batch,         a.prefill_chunk, a.io_threads};
+  auto forecast = forecast_job(*work, shape, rates, a.bandwidth_gbps);
+  if (!forecast.ok()) return report_failure(forecast.status());
+  const JobPrediction& p = forecast->prediction;
+  const int batch = forecast->batch, max_batch = forecast->max_batch;
+  if (a.batch > 0 && batch < a.batch)
+    spdlog::warn("--batch {}: the budget {} holds at most {}; run would use {}", a.batch,
+                 format_bytes(memory), max_batch, batch);
 
   int64_t prompt_rows = 0, decode_rows = 0;
   for (const ItemWork& w : work->items) {
@@ -103,7 +84,7 @@ int plan_job(const PlanJobArgs& a) {
         {"items", p.items},
         {"batch", batch},
         {"max_batch", max_batch},
-        {"rows_per_pass", plan->rows_per_pass},
+        {"rows_per_pass", forecast->rows_per_pass},
         {"passes", p.passes},
         {"rows", p.rows},
         {"prompt_tokens", prompt_rows + work->shared_prefix_rows},
@@ -134,7 +115,7 @@ int plan_job(const PlanJobArgs& a) {
               a.batch > 0 ? "--batch"
               : memory    ? "the largest this budget holds"
                           : "resident default",
-              plan->rows_per_pass);
+              forecast->rows_per_pass);
   std::printf("tokens              %lld prompt, %lld decoded\n",
               static_cast<long long>(prompt_rows + work->shared_prefix_rows),
               static_cast<long long>(decode_rows));

@@ -6,6 +6,7 @@ classification in windows (the pass count is exact; bytes and seconds are the co
 import json
 import os
 import subprocess
+import time
 import unittest
 
 import njtest
@@ -105,6 +106,30 @@ class PlanSpec(unittest.TestCase):
             ended = self.run_passes(spec, "--batch", batch)
             self.assertEqual(ended["passes"], j["passes"], f"--batch {batch}")
             self.assertEqual(ended["rows"], j["rows"], f"--batch {batch}")
+
+    def test_status_of_a_running_job_uses_the_cost_model(self):
+        items = [{"id": f"s{k}", "prompt_ids": [k + 1, 7, 9], "max_tokens": 400} for k in range(4)]
+        spec = njtest.write_spec(os.path.join(self.dir, "s.yaml"), "slow", MODEL, items)
+        nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home"))
+        job = nj.submit(spec)
+        queued = nj.status(job)["job"]
+        self.assertIsNone(queued["eta_s"], "nothing ran yet: no rate and no running item")
+        proc = nj.popen("run", "--threads", "1", "--log-seconds", "1000", "--batch", "2")
+        try:
+            deadline = time.time() + 300
+            while nj.query("SELECT COALESCE(MAX(tokens_done), 0) FROM items")[0][0] < 5:
+                self.assertIsNone(proc.poll(), "run ended too early")
+                self.assertLess(time.time(), deadline, "no tokens within 300 s")
+                time.sleep(0.05)
+            st = nj.status(job)["job"]
+            self.assertEqual(st["state"], "running")
+            self.assertEqual(st["eta_basis"], "plan")
+            self.assertGreater(st["eta_s"], 0)
+            text = nj.run("status")
+            self.assertEqual(text.returncode, 0, text.stderr)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=120)
 
     def test_usage_errors(self):
         spec = njtest.write_spec(os.path.join(self.dir, "g.yaml"), "gen", MODEL, generate_items(1))
