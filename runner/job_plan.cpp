@@ -50,6 +50,10 @@ void add_pass(JobPrediction& p, const PassCostModel& cost, const PassShape& shap
 
 }  // namespace
 
+int64_t JobPrediction::items_within(double s) const {
+  return std::count_if(finished_at.begin(), finished_at.end(), [s](double t) { return t <= s; });
+}
+
 Result<JobWork> job_work(const jobs::JobSpec& spec) {
   JobWork work;
   int64_t trie_rows = 0;
@@ -100,7 +104,10 @@ JobPrediction predict_job(const JobWork& work, const JobPlanShape& shape,
     while (static_cast<int>(members.size()) < std::max(1, shape.batch) && !queue.empty()) {
       Member m{queue.front(), queue.front().start_position, pass, joined++};
       queue.pop_front();
-      if (!m.done()) members.push_back(m);
+      if (m.done())
+        p.finished_at.push_back(p.seconds);
+      else
+        members.push_back(m);
     }
     if (members.empty()) break;
     std::vector<Member*> order;
@@ -121,6 +128,8 @@ JobPrediction predict_job(const JobWork& work, const JobPlanShape& shape,
       ++sequences;
     }
     add_pass(p, cost, ps, sequences);
+    for (const Member& m : members)
+      if (m.done()) p.finished_at.push_back(p.seconds);
     std::erase_if(members, [](const Member& m) { return m.done(); });
   }
   return p;

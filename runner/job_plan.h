@@ -56,6 +56,10 @@ struct JobPrediction {
   double disk_bytes = 0, flops = 0;
   double io_seconds = 0, compute_seconds = 0;  // summed over passes, each its own bound
   double seconds = 0;                          // the load, then Σ max(io, compute) per pass
+  std::vector<double> finished_at;  // seconds from the start at which each item ends, in order
+
+  // Items ended within `seconds` of the start.
+  int64_t items_within(double seconds) const;
 };
 
 // The work of every item of `spec`. REQUIRES: prompts tokenized (jobs/spec_model.h).

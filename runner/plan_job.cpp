@@ -17,6 +17,7 @@
 #include "runner/job_plan.h"
 #include "runner/model_args.h"
 #include "runner/output.h"
+#include "runner/progress.h"
 #include "runner/scheduler.h"
 
 namespace nj::runner {
@@ -30,9 +31,14 @@ std::string local_time(std::time_t t) {
   return buf;
 }
 
+// "3.25 s", "1:05:30" or "12.4 h".
 std::string hours(double seconds) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f h", seconds / 3600);
+  if (seconds >= 60 && seconds < 2 * 3600) return format_duration(seconds);
+  if (seconds < 60)
+    std::snprintf(buf, sizeof buf, "%.2f s", seconds);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f h", seconds / 3600);
   return buf;
 }
 
@@ -103,7 +109,10 @@ int plan_job(const PlanJobArgs& a) {
         {"until", a.until.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.until)},
         {"deadline", deadline ? nlohmann::json(local_time(*deadline)) : nlohmann::json(nullptr)},
         {"finishes_by_deadline",
-         deadline ? nlohmann::json(finish <= *deadline) : nlohmann::json(nullptr)}};
+         deadline ? nlohmann::json(finish <= *deadline) : nlohmann::json(nullptr)},
+        {"items_by_deadline",
+         deadline ? nlohmann::json(p.items_within(std::difftime(*deadline, now)))
+                  : nlohmann::json(nullptr)}};
     print_json(j);
     return kExitOk;
   }
@@ -132,6 +141,10 @@ int plan_job(const PlanJobArgs& a) {
   if (deadline)
     std::printf("deadline            %s: %s\n", local_time(*deadline).c_str(),
                 finish <= *deadline ? "finishes before it" : "does NOT finish before it");
+  if (deadline && finish > *deadline)
+    std::printf("by the deadline     %lld of %lld %ss\n",
+                static_cast<long long>(p.items_within(std::difftime(*deadline, now))),
+                static_cast<long long>(p.items), unit);
   return kExitOk;
 }
 
