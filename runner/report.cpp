@@ -179,6 +179,46 @@ std::string format_share(double share) {
   return printf_string("%.1f%%", 100.0 * share);
 }
 
+namespace {
+
+// Batch size over the night: the finished items in up to six equal spans of time from the
+// first start to the last finish, each with how many ended in it and the largest batch
+// (most items sharing a pass) they ran in, on average and at most.
+std::string batch_timeline(const JobReport& r) {
+  const auto wall = r.wall_s();
+  if (!wall) return "";
+  constexpr int kSpans = 6;
+  struct Span {
+    int64_t items = 0, batch_sum = 0, batch_max = 0;
+  };
+  std::vector<Span> spans(kSpans);
+  int64_t batched = 0;
+  for (const ItemReport& i : r.items) {
+    if (!i.finished_at || i.state != ItemState::kDone) continue;
+    const double at = *i.finished_at - *r.first_start;
+    const int k = *wall > 0 ? std::min(kSpans - 1, static_cast<int>(at / *wall * kSpans)) : 0;
+    Span& sp = spans[static_cast<size_t>(std::max(0, k))];
+    ++sp.items;
+    sp.batch_sum += i.usage.max_batch;
+    sp.batch_max = std::max(sp.batch_max, i.usage.max_batch);
+    batched += i.usage.max_batch > 1 ? 1 : 0;
+  }
+  if (batched == 0) return "";  // one at a time all night: nothing to show
+  std::string out = "  batch over time:  ";
+  for (int k = 0; k < kSpans; ++k) {
+    const Span& sp = spans[static_cast<size_t>(k)];
+    if (k) out += " | ";
+    out += "+" + format_seconds(*wall * k / kSpans) + ": ";
+    out += sp.items ? printf_string("%lld ended, batch %.1f (max %lld)", (long long)sp.items,
+                                    static_cast<double>(sp.batch_sum) / sp.items,
+                                    (long long)sp.batch_max)
+                    : std::string("-");
+  }
+  return out + "\n";
+}
+
+}  // namespace
+
 std::string report_text(const std::vector<JobReport>& jobs, size_t max_items) {
   std::string out;
   for (size_t k = 0; k < jobs.size(); ++k) {
@@ -210,11 +250,14 @@ std::string report_text(const std::vector<JobReport>& jobs, size_t max_items) {
     if (r.job.kind == "classify" && r.done > 0) {  // a label's tokens are not the work here
       const double n = static_cast<double>(r.done);
       out += printf_string(
-          "  per document:     %s engine, %.1f tokens fed, %.2f decode steps (means over %lld "
-          "done)\n",
-          format_seconds(r.engine_s / n).c_str(), static_cast<double>(r.usage.tokens_fed) / n,
-          static_cast<double>(r.usage.decode_steps) / n, static_cast<long long>(r.done));
+          "  per document:     %s engine, %s read, %.1f tokens fed, %.2f decode steps (means "
+          "over %lld done)\n",
+          format_seconds(r.engine_s / n).c_str(),
+          format_bytes(static_cast<uint64_t>(static_cast<double>(r.usage.bytes_read) / n)).c_str(),
+          static_cast<double>(r.usage.tokens_fed) / n, static_cast<double>(r.usage.decode_steps) / n,
+          static_cast<long long>(r.done));
     }
+    out += batch_timeline(r);
     out += "  waiting on disk:  " + format_share(r.disk_share()) + " of engine time (" +
            format_seconds(r.usage.io_wait_s) + " I/O wait, " + format_seconds(r.usage.compute_s) +
            " compute)\n";

@@ -51,6 +51,10 @@ class PlanSpec(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertTrue(all(r["status"] == "done" for r in nj.results(job)))
         (ended,) = [d for _, _, d in nj.events("run_ended")]
+        report = nj.run("report", str(job))
+        self.assertEqual(report.returncode, 0, report.stderr)
+        # The morning report shows the batch over the night once items shared passes.
+        self.assertEqual("batch over time:" in report.stdout, ended["max_batch"] > 1, report.stdout)
         return ended
 
     def test_fields_and_deadline(self):
@@ -106,6 +110,8 @@ class PlanSpec(unittest.TestCase):
             ended = self.run_passes(spec, "--batch", batch)
             self.assertEqual(ended["passes"], j["passes"], f"--batch {batch}")
             self.assertEqual(ended["rows"], j["rows"], f"--batch {batch}")
+        report = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home---batch-5")).run("report", "triage")
+        self.assertRegex(report.stdout, r"per document: .* read,")
 
     def test_status_of_a_running_job_uses_the_cost_model(self):
         items = [{"id": f"s{k}", "prompt_ids": [k + 1, 7, 9], "max_tokens": 400} for k in range(4)]
