@@ -71,7 +71,7 @@ class EtaModel {
     if (!work.ok()) return std::nullopt;
     if (!rates_) {
       if (!apply_compute_options(ModelArgs{}).ok()) return std::nullopt;
-      rates_ = KernelRates::measure(1);
+      rates_ = KernelRates::measure(2);
     }
     auto f = forecast_job(*work, shape, *rates_, bandwidth_gbps_);
     if (!f.ok()) {

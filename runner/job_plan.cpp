@@ -193,11 +193,14 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape,
                       open_model_headers(shape.model_dir, true, &pack_warning));
   const ModelLayout& layout = *headers.layout;
   JobForecast f;
-  f.batch = shape.batch > 0 ? shape.batch : kDefaultResidentBatch;
+  const auto items = static_cast<int64_t>(work.items.size());
+  f.batch = shape.batch > 0
+                ? shape.batch
+                : static_cast<int>(std::clamp<int64_t>(items, 1, kDefaultResidentBatch));
   if (shape.memory_bytes > 0) {
     NJ_ASSIGN_OR_RETURN(ResidencyPlan one, plan_residency(layout, shape.memory_bytes, po));
     f.max_batch = one.max_batch;
-    f.batch = run_batch(shape.batch, f.max_batch);
+    f.batch = run_batch(shape.batch, f.max_batch, items);
   }
   po.batch = f.batch;
   NJ_ASSIGN_OR_RETURN(ResidencyPlan plan, plan_residency(layout, shape.memory_bytes, po));

@@ -55,7 +55,7 @@ struct JobPrediction {
   double load_bytes = 0;  // read when the model opens (pass_cost.h), part of disk_bytes
   double disk_bytes = 0, flops = 0;
   double io_seconds = 0, compute_seconds = 0;  // summed over passes, each its own bound
-  double seconds = 0;                          // the load, then Σ max(io, compute) per pass
+  double seconds = 0;                          // the load, then Σ per pass (pass_cost.h)
   std::vector<double> finished_at;  // seconds from the start at which each item ends, in order
 
   // Items ended within `seconds` of the start.

@@ -136,7 +136,7 @@ int plan_job(const PlanJobArgs& a) {
               hours(p.io_seconds).c_str());
   std::printf("compute             %.3g TFLOP at the measured kernel rates: %s\n", p.flops / 1e12,
               hours(p.compute_seconds).c_str());
-  std::printf("predicted           %s (%.1f s per %s; reads and compute overlap), done %s\n",
+  std::printf("predicted           %s (%.1f s per %s: expert reads, then trunk reads or compute), done %s\n",
               hours(p.seconds).c_str(), per_item_s, unit, local_time(finish).c_str());
   if (deadline)
     std::printf("deadline            %s: %s\n", local_time(*deadline).c_str(),

@@ -42,9 +42,19 @@ PlanOptions run_plan_options(bool classify, int64_t context, const SchedulerOpti
   return o;
 }
 
-int run_batch(int requested, int max_batch) {
+int run_batch(int requested, int max_batch, int64_t items) {
   if (requested > 0) return std::max(1, std::min(requested, max_batch));
-  return std::clamp(max_batch, 1, kMaxDefaultBatch);
+  const int64_t fit = std::min<int64_t>({max_batch, kMaxDefaultBatch, std::max<int64_t>(1, items)});
+  return static_cast<int>(std::max<int64_t>(1, fit));
+}
+
+int64_t items_for_batch(const std::vector<JobSummary>& jobs, const JobRow& job) {
+  int64_t n = 0;
+  for (const JobSummary& j : jobs)
+    if (j.job.model_dir == job.model_dir && j.job.memory_bytes == job.memory_bytes &&
+        j.job.kind == job.kind)
+      n += j.queued + j.running;
+  return n;
 }
 
 namespace {
@@ -57,7 +67,8 @@ class ModelCache {
 
   // The model for `job`, planned for a batch: options.batch items, or when 0 the largest
   // batch the budget holds. REQUIRES: no Forward of the previous model is in use.
-  Result<Model*> get(const JobRow& job, int64_t context) {
+  // `items`: how many items could share its batches (items_for_batch).
+  Result<Model*> get(const JobRow& job, int64_t context, int64_t items) {
     const uint64_t memory = job.memory_bytes.value_or(0);
     // The plan differs by kind (run_plan_options).
     const bool classify = job.kind == "classify";
@@ -71,13 +82,15 @@ class ModelCache {
     options.memory_bytes = memory;
     options.plan = run_plan_options(classify, context, options_);
     options.streaming.io_threads = options_.io_threads;
-    batch_ = options_.batch > 0 ? options_.batch : kDefaultResidentBatch;
+    batch_ = options_.batch > 0
+                 ? options_.batch
+                 : static_cast<int>(std::clamp<int64_t>(items, 1, kDefaultResidentBatch));
     if (memory > 0) {
       std::string pack_warning;
       NJ_ASSIGN_OR_RETURN(ModelHeaders headers,
                           open_model_headers(job.model_dir, true, &pack_warning));
       NJ_ASSIGN_OR_RETURN(ResidencyPlan one, plan_residency(*headers.layout, memory, options.plan));
-      batch_ = run_batch(options_.batch, one.max_batch);
+      batch_ = run_batch(options_.batch, one.max_batch, items);
       if (options_.batch > one.max_batch)
         spdlog::warn("--batch {}: the budget {} of job {} holds at most {}; running {} per pass",
                      options_.batch, format_bytes(memory), job.id, one.max_batch, batch_);
@@ -303,7 +316,9 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
         forward.reset();
       }
       if (!group) {
-        auto model = models.get(claim->job, context);
+        auto jobs = store.list_jobs();
+        auto model = jobs.ok() ? models.get(claim->job, context, items_for_batch(*jobs, claim->job))
+                               : Result<Model*>(jobs.status());
         if (!model.ok()) {
           keeper.remove(item.id);
           const double wait_s = retry_wait_s(options, item.attempts);

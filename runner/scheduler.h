@@ -56,8 +56,14 @@ inline constexpr int kMaxDefaultBatch = 64;
 PlanOptions run_plan_options(bool classify, int64_t context, const SchedulerOptions& options);
 
 // The batch `run` uses under a budget whose plan holds `max_batch`: `requested` (--batch)
-// reduced to what the budget holds, or without it (0) the largest, at most kMaxDefaultBatch.
-int run_batch(int requested, int max_batch);
+// reduced to what the budget holds, or without it (0) the largest, at most kMaxDefaultBatch
+// and at most the `items` that could share it (a budget reserved for sequences that never
+// come would only hold fewer weights).
+int run_batch(int requested, int max_batch, int64_t items);
+
+// The queued and running items of the jobs whose items could share a batch with `job`'s
+// (the same model, budget and kind).
+int64_t items_for_batch(const std::vector<JobSummary>& jobs, const JobRow& job);
 
 // The longest backoff wait, however many attempts failed.
 inline constexpr double kMaxRetryWait_s = 3600;

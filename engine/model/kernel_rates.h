@@ -16,13 +16,13 @@ namespace nj {
 
 class KernelRates {
  public:
-  // The token-row counts the probe times; beyond the last, time grows linearly in the rows
-  // at the slope of the last two.
+  // The token-row counts the probe times; between them time is interpolated linearly, and
+  // beyond the last it grows in proportion to the rows (the kernels' many-row throughput).
   static constexpr std::array<int, 7> kRows = {1, 2, 4, 8, 16, 32, 64};
 
-  // Times the kernels on this machine: the median of `repeats` calls at each rung of the
+  // Times the kernels on this machine: the fastest of `repeats` calls at each rung of the
   // ladder, after one untimed call (about a second in all with 2 threads here).
-  static KernelRates measure(int repeats = 2);
+  static KernelRates measure(int repeats = 3);
 
   // Seconds for one product of a matrix of `elements` weights in `format` with `rows` token
   // rows (rows may be fractional: an expert's average share of a pass). F32 and F16 are

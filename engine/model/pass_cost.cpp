@@ -90,8 +90,10 @@ PassPrediction PassCostModel::predict(const PassShape& pass) const {
       rates_.seconds(ops::MatFormat::kBF16, head_elements_, pass.logits_rows) +
       moe_layers_ * distinct * rates_.seconds(expert_format_, expert_elements_, expert_rows) +
       attention_flops / (rates_.gflops(ops::MatFormat::kBF16, KernelRates::kRows.back()) * 1e9);
+  const double expert_bytes = distinct * expert_miss_;
   p.io_seconds = bandwidth_ > 0 ? p.disk_bytes / bandwidth_ : 0.0;
-  p.seconds = std::max(p.io_seconds, p.compute_seconds);
+  p.expert_io_seconds = bandwidth_ > 0 ? expert_bytes / bandwidth_ : 0.0;
+  p.seconds = p.expert_io_seconds + std::max(p.io_seconds - p.expert_io_seconds, p.compute_seconds);
   return p;
 }
 

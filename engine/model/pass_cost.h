@@ -13,9 +13,11 @@
 //   (kv_lora_rank + rope) per position and layer), at the BF16 kernels' many-row rate.
 // Opening the model reads what the plan keeps in memory once: pinned and held trunk units,
 // and with everything resident every expert (load_bytes).
-// Time: reads overlap compute (the ring reads the next unit while one computes, and a
-// layer's missing experts are read together), so a pass takes the larger of its reads at
-// the given bandwidth and its compute. Neither the router nor norms and element-wise work
+// Time: the trunk's reads overlap compute (the ring reads the next unit while one
+// computes), but a layer's missing experts are read only once its router has chosen them,
+// and the layer waits for them: a pass takes its expert reads plus the larger of its trunk
+// reads and its compute. (Measured on bench-8g, tests/bench/run_night_bench.sh: a run's
+// time blocked on weights plus its time in kernels made up its wall time.) Neither the router nor norms and element-wise work
 // are counted; they are small beside the products.
 #pragma once
 
@@ -37,9 +39,10 @@ struct PassShape {
 struct PassPrediction {
   double disk_bytes = 0;
   double flops = 0;
-  double io_seconds = 0;       // disk_bytes at the bandwidth
-  double compute_seconds = 0;  // the products at the measured kernel rates
-  double seconds = 0;          // max(io_seconds, compute_seconds)
+  double io_seconds = 0;        // disk_bytes at the bandwidth
+  double expert_io_seconds = 0; // the experts' share of it
+  double compute_seconds = 0;   // the products at the measured kernel rates
+  double seconds = 0;           // expert reads + max(trunk reads, compute)
 };
 
 class PassCostModel {

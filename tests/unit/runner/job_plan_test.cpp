@@ -120,19 +120,24 @@ TEST_CASE("the pass cost model counts compute per row and reads per pass", "[job
   CHECK(s.predict(PassShape{64, 1, 64}).disk_bytes > s.predict(PassShape{1, 1, 1}).disk_bytes);
   CHECK_THAT(s.predict(PassShape{1, 1, 1}).disk_bytes,
              WithinRel(static_cast<double>(minimum.predicted_bytes_per_step()), 1e-6));
-  // At 1 GB/s a pass takes its bytes in nanoseconds at least.
+  // At 1 GB/s a pass takes its expert reads, then the larger of its trunk reads and compute.
   const PassPrediction p = s.predict(PassShape{1, 1, 1});
+  CHECK(p.expert_io_seconds > 0);
+  CHECK_THAT(p.seconds, WithinRel(p.expert_io_seconds + std::max(p.io_seconds - p.expert_io_seconds,
+                                                                p.compute_seconds), 1e-12));
   CHECK(p.seconds >= p.disk_bytes / 1e9);
 }
 
 TEST_CASE("kernel rates interpolate between rungs and extrapolate linearly", "[job-plan]") {
   KernelRates r;
-  // Time per element 1 ns up to 8 rows, then growing by 1 ns per 8 rows.
+  // Time per element 1 ns up to 8 rows, then growing by 1 ns per 8 rows (8 ns at 64).
   for (size_t i = 0; i < KernelRates::kRows.size(); ++i)
     r.per_element[0][i] = 1e-9 * std::max(1.0, KernelRates::kRows[i] / 8.0);
   CHECK_THAT(r.seconds(ops::MatFormat::kBF16, 1e6, 4), WithinRel(1e-3, 1e-9));
   CHECK_THAT(r.seconds(ops::MatFormat::kBF16, 1e6, 48), WithinRel(6e-3, 1e-9));
+  // Past the last rung, in proportion to the rows: 8 ns per element at 64 rows.
   CHECK_THAT(r.seconds(ops::MatFormat::kBF16, 1e6, 128), WithinRel(16e-3, 1e-9));
+  CHECK_THAT(r.seconds(ops::MatFormat::kBF16, 1e6, 640), WithinRel(80e-3, 1e-9));
   CHECK(r.seconds(ops::MatFormat::kBF16, 1e6, 0) == 0);
   CHECK_THAT(r.gflops(ops::MatFormat::kBF16, 64), WithinRel(2.0 * 64 / 8.0, 1e-9));
 }
