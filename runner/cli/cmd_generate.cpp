@@ -28,12 +28,10 @@
 #include "runner/cli/exit_codes.h"
 #include "runner/cli/model_args.h"
 #include "runner/cli/output.h"
+#include "runner/run/clock.h"
 
 namespace nj::runner {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 nlohmann::json run_info(const ForwardStats& fs) {
   return {{"simd", simd_level_name(active_simd_level())},
@@ -287,11 +285,11 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       resume_info.position = cp->state.position;  // (the file might have been replaced since)
       session.set_state(std::move(cp->state));
     }
-    const double load_s = since(t_load);
+    const double load_s = seconds_since(t_load);
 
     auto t_prefill = Clock::now();
     if (Status s = session.feed(prompt); !s.ok()) return report_failure(s);
-    const double prefill_s = since(t_prefill);
+    const double prefill_s = seconds_since(t_prefill);
     // The state is saved after the last token has been fed, so that the continuation
     // samples its first token from the logits that follow it.
     const bool save = !a->save_state.empty();
@@ -312,7 +310,7 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       ++decode_steps;
       if (last) break;
     }
-    const double decode_s = since(t_decode);
+    const double decode_s = seconds_since(t_decode);
     nlohmann::json saved;
     if (save) {
       auto t_save = Clock::now();
@@ -325,7 +323,7 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
                {"position", session.position()},
                {"head_bytes", st.head_bytes},
                {"segment_bytes", st.segment_total_bytes},
-               {"save_s", since(t_save)}};
+               {"save_s", seconds_since(t_save)}};
     }
     if (a->output == "json") {
       nlohmann::json j;

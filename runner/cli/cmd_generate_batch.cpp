@@ -20,12 +20,11 @@
 #include "engine/model/forward.h"
 #include "runner/cli/exit_codes.h"
 #include "runner/cli/output.h"
+#include "runner/run/clock.h"
 #include "runner/run/lockstep.h"
 
 namespace nj::runner {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Parses the prompts file. Errors name the file and line.
 Result<std::vector<GenerationRequest>> read_prompts(const BatchGenerateArgs& a, const Tokenizer* tokenizer) {
@@ -126,13 +125,13 @@ int run_generate_batch(const BatchGenerateArgs& a, const std::optional<Tokenizer
   Forward forward(**model, ForwardOptions{planned.rows, batch, po.max_context, false});
   LockstepGenerator gen(forward, batch, planned.rows, a.model.prefill_chunk);
   for (auto& r : *requests) gen.add(r);
-  const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
+  const double load_s = seconds_since(t_load);
 
   const auto t_run = Clock::now();
   std::vector<GenerationResult> finished;
   while (!gen.done())
     if (Status s = gen.step(&finished); !s.ok()) return report_failure(s);
-  const double run_s = std::chrono::duration<double>(Clock::now() - t_run).count();
+  const double run_s = seconds_since(t_run);
 
   // Results in input order.
   std::vector<const GenerationResult*> by_input(requests->size(), nullptr);

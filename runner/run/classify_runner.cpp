@@ -11,15 +11,11 @@
 #include "engine/model/session.h"
 #include "jobs/job_spec.h"
 #include "jobs/label_trie.h"
+#include "runner/run/clock.h"
 #include "runner/run/prefix_states.h"
 
 namespace nj::runner {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 class ClassifyRun {
  public:

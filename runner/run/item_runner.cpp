@@ -15,14 +15,10 @@
 #include "engine/model/session.h"
 #include "jobs/chat/chat_reply.h"
 #include "jobs/job_spec.h"
+#include "runner/run/clock.h"
 
 namespace nj::runner {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 bool same_params(const SamplingParams& a, const SamplingParams& b) {
   return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p &&
