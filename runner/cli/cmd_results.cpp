@@ -20,6 +20,7 @@
 #include "runner/report/openai_results.h"
 #include "runner/report/result_record.h"
 #include "runner/store/home.h"
+#include "runner/store/job_kind.h"
 
 namespace nj::runner {
 namespace {
@@ -115,7 +116,7 @@ Result<std::string> results_jsonl(JobStore& store, const JobRow& job) {
 }
 
 int64_t shared_prompt_tokens(const JobRow& job) {
-  if (job.kind != "classify") return 0;
+  if (!is_classify(job)) return 0;
   auto c =
       jobs::classify_settings_from_json(nlohmann::json::parse(job.settings_json, nullptr, false));
   return c.ok() ? static_cast<int64_t>(c->prefix_ids.size()) : 0;

@@ -14,6 +14,7 @@
 #include "runner/run/lease_owner.h"
 #include "runner/run/progress.h"
 #include "runner/store/home.h"
+#include "runner/store/job_kind.h"
 
 namespace nj::runner {
 namespace {
@@ -225,7 +226,7 @@ void add_status_command(CLI::App& app, const GlobalOptions&, CommandTable& table
       const int64_t shared = shared_prompt_tokens(*job);
       for (const auto& i : *items) arr.push_back(item_json(i, shared, s.now()));
       nlohmann::json j = job_json(*summary);
-      if (job->kind == "classify") {
+      if (is_classify(*job)) {
         auto prefix = prefix_json(s, job->id);
         if (!prefix.ok()) return report_failure(prefix.status());
         j["prefix"] = *prefix;

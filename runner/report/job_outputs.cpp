@@ -17,6 +17,7 @@
 #include "jobs/job_spec.h"
 #include "jobs/output_paths.h"
 #include "runner/report/result_record.h"
+#include "runner/store/job_kind.h"
 
 namespace nj::runner {
 namespace {
@@ -120,7 +121,7 @@ std::string csv_field(const std::string& text) {
 
 Result<std::string> records_csv(const std::string& kind, const std::string& settings_json,
                                 const std::vector<nlohmann::json>& records) {
-  if (kind != "classify") return generate_csv(records);
+  if (known_job_kind(kind) != jobs::JobKind::kClassify) return generate_csv(records);
   NJ_ASSIGN_OR_RETURN(auto c, jobs::classify_settings_from_json(
                                   nlohmann::json::parse(settings_json, nullptr, false)));
   return classify_csv(records, c);
@@ -134,7 +135,7 @@ Result<std::string> results_csv(JobStore& store, const JobRow& job) {
 Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const JobRow& job,
                                                         const Home& home) {
   std::vector<std::string> written;
-  if (job.kind != "classify") return written;
+  if (!is_classify(job)) return written;
   NJ_ASSIGN_OR_RETURN(auto c, jobs::classify_settings_from_json(
                                   nlohmann::json::parse(job.settings_json, nullptr, false)));
   // A job stored before the rules were recorded: the spec's directory and the spec.

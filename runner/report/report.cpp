@@ -9,6 +9,7 @@
 
 #include "engine/util/units.h"
 #include "runner/cli/output.h"
+#include "runner/store/job_kind.h"
 
 namespace nj::runner {
 namespace {
@@ -207,7 +208,7 @@ std::string report_text(const std::vector<JobReport>& jobs, size_t max_items) {
       out += printf_string("; %.4f s per output token (%.2f tokens/s)", *spt,
                            *spt > 0 ? 1.0 / *spt : 0.0);
     out += "\n";
-    if (r.job.kind == "classify" && r.done > 0) {  // a label's tokens are not the work here
+    if (is_classify(r.job) && r.done > 0) {  // a label's tokens are not the work here
       const double n = static_cast<double>(r.done);
       out += printf_string(
           "  per document:     %s engine, %.1f tokens fed, %.2f decode steps (means over %lld "

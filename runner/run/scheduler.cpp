@@ -20,6 +20,7 @@
 #include "runner/run/lease_owner.h"
 #include "runner/run/pass_group.h"
 #include "runner/run/prefix_states.h"
+#include "runner/store/job_kind.h"
 
 namespace nj::runner {
 namespace {
@@ -113,8 +114,9 @@ int64_t job_context(const Claim& claim) {
 
 // The item runner of the job's kind; another kind is a failed attempt.
 Result<ItemReport> run_claimed(const ItemEnv& env, const Claim& claim) {
-  if (claim.job.kind == "generate") return run_item(env, claim);
-  if (claim.job.kind == "classify") return run_classify_item(env, claim);
+  const std::optional<jobs::JobKind> kind = known_job_kind(claim.job.kind);
+  if (kind == jobs::JobKind::kGenerate) return run_item(env, claim);
+  if (kind == jobs::JobKind::kClassify) return run_classify_item(env, claim);
   const std::string error = "this nightjar cannot run jobs of kind '" + claim.job.kind + "'";
   NJ_ASSIGN_OR_RETURN(auto state,
                       env.store.fail_attempt(claim.item.id, env.owner,
