@@ -12,6 +12,7 @@
 #include "jobs/job_spec.h"
 #include "jobs/label_trie.h"
 #include "runner/run/clock.h"
+#include "runner/run/item_end.h"
 #include "runner/run/prefix_states.h"
 
 namespace nj::runner {
@@ -24,7 +25,8 @@ class ClassifyRun {
         claim_(claim),
         item_(claim.item),
         prefixes_(env.checkpoints.home_dir()),
-        label_("job " + std::to_string(claim.job.id) + " item " + claim.item.custom_id) {}
+        label_("job " + std::to_string(claim.job.id) + " item " + claim.item.custom_id),
+        end_(env, claim, label_) {}
 
   Result<ItemReport> run();
 
@@ -51,6 +53,7 @@ class ClassifyRun {
   const ItemRow& item_;
   PrefixStates prefixes_;
   std::string label_;
+  ItemEnd end_;  // how an attempt ends short of the finish (stop, fail, lost)
   jobs::ClassifySettings settings_;
   std::unique_ptr<ItemSession> session_;
   EngineUsage usage_;  // the item's engine work
@@ -165,29 +168,16 @@ Result<ClassifyRun::Step> ClassifyRun::prefix() {
 }
 
 Result<ItemReport> ClassifyRun::stopped(const std::string& reason) {
-  nlohmann::json detail = {{"reason", reason},
-                           {"note", "a classify item is redone from its prefix"}};
-  NJ_ASSIGN_OR_RETURN(bool owned,
-                      env_.store.release_item(item_.id, env_.owner, progress(), detail.dump()));
-  if (!owned) return lost();
-  spdlog::info("{}: stopped ({}); it is redone later", label_, reason);
-  return ItemReport{ItemOutcome::kStopped, ItemState::kQueued, reason, 0};
+  const nlohmann::json detail = {{"note", "a classify item is redone from its prefix"}};
+  return end_.stopped(reason, detail, progress(), 0, "; it is redone later");
 }
 
 Result<ItemReport> ClassifyRun::fail(const std::string& error, bool final) {
-  NJ_ASSIGN_OR_RETURN(auto state,
-                      env_.store.fail_attempt(item_.id, env_.owner, progress(), error, final));
-  if (!state) return lost();
-  if (*state == ItemState::kFailed)
-    spdlog::error("{}: failed after {} attempts: {}", label_, item_.attempts + 1, error);
-  else
-    spdlog::warn("{}: attempt failed: {}", label_, error);
-  return ItemReport{ItemOutcome::kAttemptFailed, *state, error, 0};
+  return end_.failed(error, final, progress(), 0);
 }
 
 ItemReport ClassifyRun::lost() {
-  spdlog::warn("{}: the item was cancelled or taken over by another run; leaving it", label_);
-  return ItemReport{ItemOutcome::kLostLease, std::nullopt, "lease lost", 0};
+  return end_.lost(0);
 }
 
 Result<ItemReport> ClassifyRun::run() {

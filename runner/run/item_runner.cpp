@@ -16,6 +16,7 @@
 #include "jobs/chat/chat_reply.h"
 #include "jobs/job_spec.h"
 #include "runner/run/clock.h"
+#include "runner/run/item_end.h"
 
 namespace nj::runner {
 namespace {
@@ -31,10 +32,11 @@ class ItemRun {
       : env_(env),
         claim_(claim),
         item_(claim.item),
+        label_("job " + std::to_string(claim.job.id) + " item " + item_.custom_id),
+        end_(env, claim, label_),
         prompt_(claim.item.prompt_ids),
         output_(claim.tokens) {
     stored_ = static_cast<int64_t>(output_.size());
-    label_ = "job " + std::to_string(claim.job.id) + " item " + item_.custom_id;
   }
 
   Result<ItemReport> run();
@@ -94,6 +96,7 @@ class ItemRun {
   const Claim& claim_;
   const ItemRow& item_;
   std::string label_;
+  ItemEnd end_;  // how an attempt ends short of the finish (stop, fail, lost)
   jobs::GenerateParams params_;
   std::vector<int32_t> prompt_;
   std::vector<int32_t> output_;                   // stored tokens, then this attempt's
@@ -319,39 +322,25 @@ Result<ItemReport> ItemRun::stop(const std::string& reason) {
   const int64_t at_signal = StopControl::tokens_at_signal().value_or(-1);
   NJ_ASSIGN_OR_RETURN(bool owned, checkpoint());
   if (!owned) return lost();
-  nlohmann::json detail = {{"reason", reason},
-                           {"tokens_done", output_.size()},
+  nlohmann::json detail = {{"tokens_done", output_.size()},
                            {"position", session_->position()},
                            {"checkpoint_position", checkpoint_position_}};
   if (at_signal >= 0) detail["tokens_at_signal"] = at_signal;
-  NJ_ASSIGN_OR_RETURN(owned,
-                      env_.store.release_item(item_.id, env_.owner, progress(), detail.dump()));
-  if (!owned) return lost();
-  mark_stored();
-  spdlog::info("{}: stopped ({}) at {}/{} tokens{}; it resumes from here", label_, reason,
-               output_.size(), params_.max_tokens,
-               checkpoint_position_ > 0
-                   ? ", state checkpoint at position " + std::to_string(checkpoint_position_)
-                   : std::string());
-  return ItemReport{ItemOutcome::kStopped, ItemState::kQueued, reason, generated_now_};
+  const std::string resumes = " at " + std::to_string(output_.size()) + "/" +
+                              std::to_string(params_.max_tokens) + " tokens" +
+                              (checkpoint_position_ > 0 ? ", state checkpoint at position " +
+                                                              std::to_string(checkpoint_position_)
+                                                        : std::string()) +
+                              "; it resumes from here";
+  return end_.stopped(reason, std::move(detail), progress(), generated_now_, resumes);
 }
 
 Result<ItemReport> ItemRun::fail(const std::string& error, bool final) {
-  NJ_ASSIGN_OR_RETURN(auto state,
-                      env_.store.fail_attempt(item_.id, env_.owner, progress(), error, final));
-  if (!state) return lost();
-  mark_stored();
-  if (*state == ItemState::kFailed)
-    spdlog::error("{}: failed after {} attempts: {}", label_, item_.attempts + 1, error);
-  else
-    spdlog::warn("{}: attempt failed ({} of {} allowed): {}", label_, item_.attempts + 1,
-                 claim_.job.max_attempts, error);
-  return ItemReport{ItemOutcome::kAttemptFailed, *state, error, generated_now_};
+  return end_.failed(error, final, progress(), generated_now_);
 }
 
 ItemReport ItemRun::lost() {
-  spdlog::warn("{}: the item was cancelled or taken over by another run; leaving it", label_);
-  return ItemReport{ItemOutcome::kLostLease, std::nullopt, "lease lost", generated_now_};
+  return end_.lost(generated_now_);
 }
 
 Result<bool> ItemRun::forget_other_numerics() {
