@@ -11,6 +11,7 @@
 #include "engine/model/session.h"
 #include "jobs/job_spec.h"
 #include "jobs/label_trie.h"
+#include "runner/run/chunked_feed.h"
 #include "runner/run/clock.h"
 #include "runner/run/item_end.h"
 #include "runner/run/prefix_states.h"
@@ -31,11 +32,11 @@ class ClassifyRun {
   Result<ItemReport> run();
 
  private:
-  enum class Step { kOk, kStopped, kLost, kEngineError };
+  using Step = FeedStep;  // never kDiverged: nothing is replayed
 
   // session_->feed, adding what the engine did to `usage` (the item's, or the prefix's).
   Status feed(std::span<const int32_t> ids, EngineUsage& usage, bool decode);
-  // Feeds `ids` in prefill chunks, checking stop and lease between them.
+  // Feeds `ids` in prefill chunks, checking lease and stop between them (chunked_feed.h).
   Result<Step> feed_chunked(std::span<const int32_t> ids, EngineUsage& usage, double& seconds,
                             const char* what);
   // Puts the state after the template prefix into session_ (see classify_runner.h).
@@ -58,8 +59,7 @@ class ClassifyRun {
   std::unique_ptr<ItemSession> session_;
   EngineUsage usage_;  // the item's engine work
   double prefill_s_ = 0, decode_s_ = 0;
-  std::string engine_error_;
-  bool engine_error_final_ = false;  // deterministic: every attempt would repeat it
+  FeedError engine_error_;
   std::string prefix_source_;  // "restored", "prefilled", "fed" (reuse off) or "none"
   double prefix_restore_s_ = 0;
 };
@@ -71,22 +71,11 @@ Status ClassifyRun::feed(std::span<const int32_t> ids, EngineUsage& usage, bool 
 Result<ClassifyRun::Step> ClassifyRun::feed_chunked(std::span<const int32_t> ids,
                                                     EngineUsage& usage, double& seconds,
                                                     const char* what) {
-  const size_t chunk = static_cast<size_t>(std::max(1, env_.options.prefill_chunk));
-  for (size_t at = 0; at < ids.size(); at += chunk) {
-    auto t0 = Clock::now();
-    Status s = feed(ids.subspan(at, std::min(chunk, ids.size() - at)), usage, /*decode=*/false);
-    seconds += seconds_since(t0);
-    if (!s.ok()) {
-      engine_error_ = s.message();
-      engine_error_final_ = s.code() == StatusCode::kNonFinite;
-      return Step::kEngineError;
-    }
-    env_.progress.feeding(what, static_cast<int64_t>(std::min(at + chunk, ids.size())),
-                          static_cast<int64_t>(ids.size()));
-    if (env_.lease.lost()) return Step::kLost;
-    if (env_.stop.reason()) return Step::kStopped;
-  }
-  return Step::kOk;
+  const ChunkedFeed chunked{
+      *session_, env_.options.prefill_chunk, usage, seconds, env_.progress, what, 0, engine_error_};
+  return feed_chunks(chunked, ids, [this](int64_t, std::span<const float>) -> Result<Step> {
+    return lease_and_stop(env_);
+  });
 }
 
 Result<ClassifyRun::Step> ClassifyRun::prefix() {
@@ -105,11 +94,10 @@ Result<ClassifyRun::Step> ClassifyRun::prefix() {
   // this one waits, then this one finds the saved state.
   while (env_.prefix_gate.busy(job)) {
     if (Status s = session_->skip_pass(); !s.ok()) {
-      engine_error_ = s.message();
+      engine_error_ = FeedError{s.message()};
       return Step::kEngineError;
     }
-    if (env_.lease.lost()) return Step::kLost;
-    if (env_.stop.reason()) return Step::kStopped;
+    if (Step step = lease_and_stop(env_); step != Step::kOk) return step;
   }
   env_.prefix_gate.enter(job);
   struct Leave {
@@ -201,13 +189,14 @@ Result<ItemReport> ClassifyRun::run() {
   auto step_outcome = [&](Step step) -> std::optional<Result<ItemReport>> {
     switch (step) {
       case Step::kOk:
+      case Step::kDiverged:  // never: a classify item replays nothing
         return std::nullopt;
       case Step::kStopped:
         return stopped(*env_.stop.reason());
       case Step::kLost:
         return lost();
       case Step::kEngineError:
-        return fail(engine_error_, engine_error_final_);
+        return fail(engine_error_.message, engine_error_.final);
     }
     return std::nullopt;
   };

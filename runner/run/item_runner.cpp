@@ -15,6 +15,7 @@
 #include "engine/model/session.h"
 #include "jobs/chat/chat_reply.h"
 #include "jobs/job_spec.h"
+#include "runner/run/chunked_feed.h"
 #include "runner/run/clock.h"
 #include "runner/run/item_end.h"
 
@@ -42,7 +43,7 @@ class ItemRun {
   Result<ItemReport> run();
 
  private:
-  enum class Step { kOk, kDiverged, kStopped, kLost, kEngineError };
+  using Step = FeedStep;
 
   // The sequence the state consumes: prompt, then output.
   int32_t token_at(int64_t position) const {
@@ -246,8 +247,7 @@ Result<bool> ItemRun::checkpoint() {
 
 // After each chunk of catch-up: stop, lease, checkpoint cadence.
 Result<ItemRun::Step> ItemRun::between_chunks() {
-  if (env_.lease.lost()) return Step::kLost;
-  if (env_.stop.reason()) return Step::kStopped;
+  if (Step step = lease_and_stop(env_); step != Step::kOk) return step;
   if (checkpoint_due()) {
     NJ_ASSIGN_OR_RETURN(bool owned, checkpoint());
     if (!owned) return Step::kLost;
@@ -260,27 +260,32 @@ Result<ItemRun::Step> ItemRun::between_chunks() {
 Result<ItemRun::Step> ItemRun::catch_up() {
   const int64_t p = static_cast<int64_t>(prompt_.size());
   const int64_t m = static_cast<int64_t>(output_.size());
-  const int64_t chunk = std::max(1, env_.options.prefill_chunk);
   const int64_t vocab = env_.model.config().vocab;
-  while (session_->position() < p) {
-    const int64_t pos = session_->position();
-    const int64_t n = std::min(chunk, p - pos);
-    auto t0 = Clock::now();
-    Status s = feed(
-        std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(pos), static_cast<size_t>(n)),
-        nullptr, /*decode=*/false);
-    prefill_s_ += seconds_since(t0);
-    if (!s.ok()) {
-      divergence_ = s.message();
-      engine_error_final_ = s.code() == StatusCode::kNonFinite;
-      return Step::kEngineError;
+  FeedError error;
+  auto chunked = [&](const char* what, int64_t offset) {
+    return ChunkedFeed{
+        *session_, env_.options.prefill_chunk, usage_, prefill_s_, env_.progress, what, offset,
+        error};
+  };
+  auto ended = [&](Step step) {
+    if (step == Step::kEngineError) {
+      divergence_ = error.message;
+      engine_error_final_ = error.final;
     }
-    fed_prompt_ += n;
-    env_.progress.feeding("prompt", session_->position(), p);
-    if (session_->position() < p || m > 0) {
-      NJ_ASSIGN_OR_RETURN(Step step, between_chunks());
-      if (step != Step::kOk) return step;
-    }
+    return step;
+  };
+  const int64_t pos = session_->position();
+  if (pos < p) {
+    const int64_t fed_before = fed_prompt_;
+    NJ_ASSIGN_OR_RETURN(
+        Step step, feed_chunks(chunked("prompt", pos),
+                               std::span<const int32_t>(prompt_).subspan(static_cast<size_t>(pos)),
+                               [&](int64_t fed, std::span<const float>) -> Result<Step> {
+                                 fed_prompt_ = fed_before + fed;
+                                 if (pos + fed < p || m > 0) return between_chunks();
+                                 return Step::kOk;
+                               }));
+    if (step != Step::kOk) return ended(step);
   }
   std::vector<float> rows;
   auto check = [&](int64_t k, std::span<const float> logits) {
@@ -291,31 +296,29 @@ Result<ItemRun::Step> ItemRun::catch_up() {
                   std::to_string(drawn);
     return false;
   };
-  int64_t k = session_->position() - p;  // output tokens the state has consumed
-  while (k < m) {
-    if (!check(k, session_->last_logits())) return Step::kDiverged;
-    const int64_t n = std::min(chunk, m - k);
-    auto t0 = Clock::now();
-    Status s = feed(
-        std::span<const int32_t>(output_).subspan(static_cast<size_t>(k), static_cast<size_t>(n)),
-        &rows, /*decode=*/false);
-    prefill_s_ += seconds_since(t0);
-    if (!s.ok()) {
-      divergence_ = s.message();
-      engine_error_final_ = s.code() == StatusCode::kNonFinite;
-      return Step::kEngineError;
-    }
-    fed_replay_ += n;
-    for (int64_t r = 0; r + 1 < n; ++r)
-      if (!check(k + r + 1, std::span<const float>(rows).subspan(static_cast<size_t>(r * vocab),
-                                                                 static_cast<size_t>(vocab))))
-        return Step::kDiverged;
-    k += n;
-    env_.progress.feeding("replay", k, m);
-    NJ_ASSIGN_OR_RETURN(Step step, between_chunks());
-    if (step != Step::kOk) return step;
-  }
-  return Step::kOk;
+  const int64_t k0 = session_->position() - p;  // output tokens the state has consumed
+  if (k0 >= m) return Step::kOk;
+  if (!check(k0, session_->last_logits())) return Step::kDiverged;
+  int64_t k = k0;  // the first token of the chunk just fed
+  NJ_ASSIGN_OR_RETURN(
+      Step step,
+      feed_chunks(
+          chunked("replay", k0), std::span<const int32_t>(output_).subspan(static_cast<size_t>(k0)),
+          [&](int64_t fed, std::span<const float> logits) -> Result<Step> {
+            const int64_t n = k0 + fed - k;
+            fed_replay_ += n;
+            for (int64_t r = 0; r + 1 < n; ++r)
+              if (!check(k + r + 1, logits.subspan(static_cast<size_t>(r * vocab),
+                                                   static_cast<size_t>(vocab))))
+                return Step::kDiverged;
+            k += n;
+            NJ_ASSIGN_OR_RETURN(Step between, between_chunks());
+            if (between != Step::kOk) return between;
+            if (k < m && !check(k, session_->last_logits())) return Step::kDiverged;
+            return Step::kOk;
+          },
+          &rows));
+  return ended(step);
 }
 
 Result<ItemReport> ItemRun::stop(const std::string& reason) {
