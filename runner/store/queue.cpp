@@ -25,6 +25,23 @@ struct RunningItem {
   int max_attempts;
 };
 
+// Ends an attempt of item `id` and its lease: back to the queue (not claimed before
+// `retry_at`, when given), or failed for good at `now` when `fail`. The one UPDATE both a
+// failed attempt and a reclaimed lease make.
+Status requeue_or_fail(sql::Db& db, int64_t id, bool fail, int attempts, const std::string& error,
+                       double now, std::optional<double> retry_at) {
+  NJ_ASSIGN_OR_RETURN(Stmt u,
+                      db.prepare("UPDATE items SET state = ?, attempts = ?, last_error = ?, "
+                                 "lease_owner = NULL, lease_expires = NULL, "
+                                 "finished_at = ?, retry_at = ? WHERE id = ?"));
+  u.bind(1, fail ? "failed" : "queued").bind(2, attempts).bind(3, error);
+  if (fail)
+    u.bind(4, now);
+  else
+    u.bind_null(4);
+  return u.bind(5, retry_at).bind(6, id).run();
+}
+
 }  // namespace
 
 Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, double lease_s,
@@ -62,16 +79,8 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
       continue;
     const int attempts = r.attempts + 1;
     const bool fail = attempts >= r.max_attempts;
-    NJ_ASSIGN_OR_RETURN(
-        Stmt u,
-        db_->prepare("UPDATE items SET state = ?, attempts = ?, last_error = ?, "
-                     "lease_owner = NULL, lease_expires = NULL, finished_at = ? WHERE id = ?"));
-    u.bind(1, fail ? "failed" : "queued").bind(2, attempts).bind(3, why);
-    if (fail)
-      u.bind(4, now);
-    else
-      u.bind_null(4);
-    NJ_RETURN_IF_ERROR(u.bind(5, r.id).run());
+    // retry_at is cleared: a running item's was in the past when it was claimed.
+    NJ_RETURN_IF_ERROR(requeue_or_fail(*db_, r.id, fail, attempts, why, now, std::nullopt));
     NJ_RETURN_IF_ERROR(insert_event(
         *db_, now, r.job_id, r.id, fail ? "failed" : "lease_reclaimed",
         nlohmann::json{{"owner", r.owner}, {"attempts", attempts}, {"error", why}}.dump()));
@@ -327,16 +336,7 @@ Result<std::optional<ItemState>> JobStore::fail_attempt(int64_t item_id, const s
   q.reset();
   std::optional<double> retry_at;
   if (!fail && retry_after_s) retry_at = now + *retry_after_s;
-  NJ_ASSIGN_OR_RETURN(Stmt u,
-                      db_->prepare("UPDATE items SET state = ?, attempts = ?, last_error = ?, "
-                                   "lease_owner = NULL, lease_expires = NULL, "
-                                   "finished_at = ?, retry_at = ? WHERE id = ?"));
-  u.bind(1, fail ? "failed" : "queued").bind(2, attempts).bind(3, error);
-  if (fail)
-    u.bind(4, now);
-  else
-    u.bind_null(4);
-  NJ_RETURN_IF_ERROR(u.bind(5, retry_at).bind(6, item_id).run());
+  NJ_RETURN_IF_ERROR(requeue_or_fail(*db_, item_id, fail, attempts, error, now, retry_at));
   nlohmann::json detail = {{"owner", owner}, {"attempts", attempts}, {"error", error}};
   if (retry_at) detail["retry_at"] = *retry_at;
   if (final) detail["final"] = true;

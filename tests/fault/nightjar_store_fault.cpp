@@ -1,7 +1,7 @@
 // `nightjar` with the fault-injecting SQLite VFS (fault_vfs.h) installed when NJ_FAULT_COUNTER
 // is set: the program under test, unchanged, for tests/fault/test_store_faults.py.
 #include "engine/util/process.h"
-#include "runner/cli.h"
+#include "runner/cli/cli.h"
 #include "tests/fault/fault_vfs.h"
 
 int main(int argc, char** argv) {

@@ -1,6 +1,6 @@
-// `nightjar merge` (runner/array_merge.h): every item exactly once; duplicates kept once;
+// `nightjar merge` (runner/slurm/array_merge.h): every item exactly once; duplicates kept once;
 // missing and unfinished items named per task; conflicting or foreign results refused.
-#include "runner/array_merge.h"
+#include "runner/slurm/array_merge.h"
 
 #include <catch2/catch.hpp>
 #include <filesystem>

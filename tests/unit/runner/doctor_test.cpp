@@ -1,4 +1,4 @@
-#include "runner/doctor.h"
+#include "runner/cli/doctor.h"
 
 #include <catch2/catch.hpp>
 

@@ -8,7 +8,7 @@
 #include "engine/model/pass_cost.h"
 #include "engine/model/planner.h"
 #include "engine/model/tensor_index.h"
-#include "runner/job_plan.h"
+#include "runner/run/job_plan.h"
 #include "tests/unit/model/test_models.h"
 
 namespace nj::runner {

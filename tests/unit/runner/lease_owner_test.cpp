@@ -1,6 +1,6 @@
 // Lease owners: this process is alive; a finished child, another host and garbage are judged
 // as documented.
-#include "runner/lease_owner.h"
+#include "runner/run/lease_owner.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // StopControl: the --until deadline (signals are exercised end to end in tests/cli).
-#include "runner/stop.h"
+#include "runner/run/stop.h"
 
 #include <catch2/catch.hpp>
 

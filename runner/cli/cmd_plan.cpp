@@ -1,0 +1,152 @@
+// `nightjar plan --model DIR --memory SIZE [--bandwidth GBps] [--output json]`: the residency
+// plan for a budget, without reading any weights (headers only).
+// `nightjar plan SPEC.yaml [--bandwidth GBps] [--until HH:MM] [--batch N] [--output json]`:
+// a job's night predicted (plan_job.h).
+#include <cstdio>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include <spdlog/spdlog.h>
+#include "engine/model/tensor_index.h"
+#include "engine/model/config.h"
+#include "engine/model/layout.h"
+
+#include "engine/io/env.h"
+#include "engine/io/file.h"
+#include "engine/model/model.h"
+#include "engine/model/pack.h"
+#include "engine/model/planner.h"
+#include "engine/util/units.h"
+#include "runner/cli/commands.h"
+#include "runner/cli/exit_codes.h"
+#include "runner/cli/model_args.h"
+#include "runner/cli/output.h"
+#include "runner/cli/plan_job.h"
+
+namespace nj::runner {
+
+void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
+  struct Args {
+    std::string model, memory, output = "text";
+    double bandwidth = 2.6, decode_gbps = PlanOptions{}.decode_gbps;
+    int prefill_chunk = kDefaultPrefillChunk, max_context = 4096, batch = 1, io_threads = kDefaultIoThreads;
+    bool all_logits = false, no_pack = false;
+    std::string routing_profile, pack_dir, pin_compressed = "auto";
+    std::string spec, until;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub =
+      app.add_subcommand("plan",
+                         "Show where the weights would live under a memory budget, and the "
+                         "predicted reads and seconds per decoded token");
+  sub->add_option("spec", a->spec,
+                  "A job spec (YAML): predict the whole job as `run` would do it (its model and "
+                  "budget come from the spec; --model and --memory do not apply)");
+  sub->add_option("--model", a->model, "Model directory");
+  sub->add_option("--until", a->until,
+                  "With a spec: say whether the job ends before this local time, e.g. 07:00");
+  sub->add_option("--memory", a->memory, "Memory budget, e.g. 8GiB (omit: everything resident)");
+  sub->add_option("--bandwidth", a->bandwidth,
+                  "Disk read bandwidth in GB/s for the prediction (default 2.6; "
+                  "`nightjar doctor` measures it)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--prefill-chunk", a->prefill_chunk, "As for generate")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--max-context", a->max_context, "Positions of state to reserve (default 4096)")->check(CLI::PositiveNumber);
+  sub->add_option("--batch", a->batch,
+                  "Sequences decoding together: the budget holds their states and the activations of their "
+                  "passes; predictions are per step of the batch and per token")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_flag("--all-logits", a->all_logits, "Plan for `logits` (keeps every position's logits)");
+  sub->add_option(
+      "--routing-profile", a->routing_profile,
+      "Predict the expert cache from this measured routing (generate --save-routing-profile)");
+  sub->add_option("--decode-gbps", a->decode_gbps,
+                  "Lossless pack: decode rate of one I/O thread in GB/s for the prediction and the "
+                  "choice of units held compressed (default 8)")
+      ->check(CLI::PositiveNumber);
+  add_pin_compressed_option(*sub, a->pin_compressed);
+  sub->add_option("--io-threads", a->io_threads,
+                  "As for generate (default 8): one block staging buffer each")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--pack", a->pack_dir,
+                  "Directory of a packed trunk (default: the model directory)");
+  sub->add_flag("--no-pack", a->no_pack, "Plan for the shards even if a valid pack exists");
+  sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
+  table.emplace_back(sub, [a, sub]() -> int {
+    if (a->spec.empty() == a->model.empty())
+      return report_usage_error("--model", invalid_argument("give a job spec or --model DIR"));
+    if (!a->spec.empty()) {
+      for (const char* flag : {"--memory", "--routing-profile", "--pack", "--no-pack", "--all-logits",
+                               "--max-context"})
+        if (sub->count(flag) > 0)
+          return report_usage_error(flag, invalid_argument("does not apply to a job spec"));
+      PlanJobArgs job;
+      job.spec = a->spec;
+      job.bandwidth_gbps = a->bandwidth;
+      job.until = a->until;
+      job.batch = sub->count("--batch") > 0 ? a->batch : 0;
+      job.prefill_chunk = sub->count("--prefill-chunk") > 0 ? a->prefill_chunk : 0;
+      job.io_threads = sub->count("--io-threads") > 0 ? a->io_threads : 0;
+      job.json = a->output == "json";
+      return plan_job(job);
+    }
+    if (!a->until.empty())
+      return report_usage_error("--until", invalid_argument("goes with a job spec"));
+    uint64_t budget = 0;
+    if (!a->memory.empty()) {
+      auto b = parse_bytes(a->memory);
+      if (!b.ok()) return report_usage_error("--memory", b.status());
+      budget = *b;
+    }
+    std::string pack_warning;  // a valid packed trunk changes the units' read sizes
+    auto headers = open_model_headers(a->model, !a->no_pack, &pack_warning, a->pack_dir);
+    if (!headers.ok()) return report_failure(headers.status());
+    if (!pack_warning.empty()) spdlog::warn("not using the packed trunk: {}", pack_warning);
+    const ModelLayout& layout = *headers->layout;
+    PlanOptions po;
+    po.bandwidth_gbps = a->bandwidth;
+    po.decode_gbps = a->decode_gbps;
+    po.io_threads = a->io_threads;
+    po.pin_compressed = *parse_pin_compressed(a->pin_compressed);  // checked by the option
+    po.prefill_chunk = a->prefill_chunk;
+    po.max_context = a->max_context;
+    po.all_logits = a->all_logits;
+    po.batch = a->batch;
+    RoutingProfile routing;
+    if (!a->routing_profile.empty()) {
+      auto text = read_small_file(a->routing_profile);
+      if (!text.ok()) return report_failure(text.status());
+      auto parsed = RoutingProfile::parse(*text, a->routing_profile,
+                                          model_fingerprint(headers->config, *headers->index));
+      if (!parsed.ok()) return report_failure(parsed.status());
+      routing = std::move(parsed).value();
+      po.routing = &routing;
+    }
+    auto plan = plan_residency(layout, budget, po);
+    if (!plan.ok()) {
+      if (plan.status().code() == StatusCode::kResourceExhausted && a->output == "json") {
+        // Still say what the minimum is, machine-readably.
+        auto min_plan = plan_residency(layout, 0, po);
+        if (min_plan.ok()) {
+          PlanOptions one = po;
+          one.batch = 1;
+          auto one_plan = plan_residency(layout, budget, one);
+          print_json({{"error", error_json(exit_code_for(plan.status()), plan.status().message())},
+                      {"batch", po.batch},
+                      {"min_memory_bytes", min_plan->min_memory_bytes},
+                      {"max_batch", one_plan.ok() ? one_plan->max_batch : 0}});
+        }
+      }
+      return report_failure(plan.status());
+    }
+    if (a->output == "json")
+      print_json(plan->to_json());
+    else
+      std::fputs(plan->to_text().c_str(), stdout);
+    return kExitOk;
+  });
+}
+
+}  // namespace nj::runner
