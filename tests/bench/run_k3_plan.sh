@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--bandwidth GBps] [--until HH:MM] [--docs N] [--tokens N]" >&2; exit 2 ;;
   esac
 done
-nj=build/runner/nightjar
+nj=${NIGHTJAR_BIN:-build/runner/nightjar}
 [ -x "$nj" ] || { echo "build first: $nj is missing" >&2; exit 1; }
 sparse=build/bench-models/k3-sparse
 model=build/bench-models/k3-plan
