@@ -300,7 +300,7 @@ class Classify(unittest.TestCase):
         # The morning report gives a classification's cost per document, from the same usage.
         p = self.nj.run("report", str(triage))
         self.assertEqual(p.returncode, 0, p.stderr)
-        m = re.search(r"per document: +\S+ s engine, ([0-9.]+) tokens fed, ([0-9.]+) decode steps "
+        m = re.search(r"per document: +\S+ s engine, [0-9.]+ [KMG]?i?B read, ([0-9.]+) tokens fed, ([0-9.]+) decode steps "
                       r"\(means over (\d+) done\)", p.stdout)
         self.assertIsNotNone(m, p.stdout)
         n = len(results)
