@@ -70,9 +70,9 @@ struct MoeActivations {
   Buf<int32_t> by_expert;   // [rows x top_k] (row, rank) pairs grouped by expert
   Buf<int32_t> expert_end;  // [E + 1] group boundaries in by_expert
   Buf<float> z;             // [rows][latent] down_proj x
-  Buf<float> gather;        // [rows][latent] one expert's input rows
-  Buf<float> g, u;          // [rows][moe_inter]
-  Buf<float> y;             // [rows][latent] one expert's output rows
+  Buf<float> gather;        // [group rows][latent] a group of experts' input rows
+  Buf<float> g, u;          // [group rows][moe_inter]
+  Buf<float> y;             // [group rows][latent] their output rows
   Buf<float> expert_out;    // [rows][top_k][latent]
   Buf<float> acc;           // [rows][latent] combined, normed
   Buf<float> shared;        // [rows][hidden] the shared expert's output
@@ -103,6 +103,13 @@ struct Activations {
  private:
   const ModelConfig* config_ = nullptr;  // of the last allocate(); must outlive this
 };
+
+// Token rows the MoE's expert groups hold at once (engine/moe/expert_group.h): every (row,
+// rank) pair of a pass up to 256 pairs (a decode step of 16 sequences at top-16; at K3's
+// shapes ~53 KB each), and always at least one pass's rows (an expert serves each row once).
+inline size_t moe_group_rows(size_t rows, size_t top_k) {
+  return std::min(rows * top_k, std::max<size_t>(rows, 256));
+}
 
 // Floats of the kernels' thread-local arranged scratch for passes of `rows` rows.
 uint64_t kernel_scratch_bytes(const ModelConfig& c, int rows);
@@ -160,10 +167,11 @@ void visit_buffers(A& a, const ModelConfig& c, const ActivationShape& s, F&& f) 
     f(a.moe.by_expert, R * k);
     f(a.moe.expert_end, E + 1);
     f(a.moe.z, R * lat);
-    f(a.moe.gather, R * lat);
-    f(a.moe.g, R * mi);
-    f(a.moe.u, R * mi);
-    f(a.moe.y, R * lat);
+    const size_t G = moe_group_rows(R, k);
+    f(a.moe.gather, G * lat);
+    f(a.moe.g, G * mi);
+    f(a.moe.u, G * mi);
+    f(a.moe.y, G * lat);
     f(a.moe.expert_out, R * k * lat);
     f(a.moe.acc, R * lat);
     if (c.shared_inter() > 0) {

@@ -332,6 +332,14 @@ Status StreamingSource::embed(std::span<const int32_t> ids, float* out) {
 
 Result<std::shared_ptr<const ExpertWeights>> StreamingSource::expert(int l, int e) { return experts_->acquire(l, e); }
 
+int StreamingSource::expert_hold_limit() const {
+  return std::max(1, plan_.expert_buffers / 2);
+}
+
+bool StreamingSource::expert_ready(int l, int e) const {
+  return experts_->loaded(l, e);
+}
+
 void StreamingSource::will_need_experts(int l, std::span<const int> experts) { experts_->will_need(l, experts); }
 
 WeightStats StreamingSource::stats() const {

@@ -50,6 +50,9 @@ class StreamingSource final : public WeightSource {
   const ModelLayout& layout() const override { return layout_; }
   Result<std::shared_ptr<const LayerWeights>> layer(int l) override;
   Result<std::shared_ptr<const ExpertWeights>> expert(int l, int e) override;
+  // Half the expert pool (at least one): the other half keeps reading ahead.
+  int expert_hold_limit() const override;
+  bool expert_ready(int l, int e) const override;
   Result<std::shared_ptr<const HeadWeights>> head() override;
   Status embed(std::span<const int32_t> ids, float* out) override;
   void will_need_layer(int l) override;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <vector>
@@ -46,6 +47,12 @@ class WeightSource {
   virtual Result<std::shared_ptr<const LayerWeights>> layer(int l) = 0;
   // One routed expert of layer l. REQUIRES: layer l is a MoE layer, 0 <= e < num_experts.
   virtual Result<std::shared_ptr<const ExpertWeights>> expert(int l, int e) = 0;
+  // How many experts a caller may hold at once (results of expert() not yet released) while
+  // the source keeps reading the rest of a layer's announced experts. Holding more is an
+  // error for a source with a finite pool. Default: no limit.
+  virtual int expert_hold_limit() const { return std::numeric_limits<int>::max(); }
+  // Whether expert(l, e) would return without waiting for a read. Thread-safe.
+  virtual bool expert_ready(int /*l*/, int /*e*/) const { return true; }
   // Final norms and lm_head.
   virtual Result<std::shared_ptr<const HeadWeights>> head() = 0;
   // Embedding rows as F32: out [ids.size()][hidden]. InvalidArgument for an id >= vocab.

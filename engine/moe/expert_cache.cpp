@@ -149,6 +149,15 @@ Result<std::shared_ptr<const ExpertWeights>> ExpertCache::acquire(int l, int e) 
   return std::shared_ptr<const ExpertWeights>(view.get(), [this, b, view](const ExpertWeights*) { release(b); });
 }
 
+bool ExpertCache::loaded(int l, int e) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto& where = where_[static_cast<size_t>(l)];
+  auto it = where.find(e);
+  if (it == where.end()) return false;
+  const Buffer& b = buffers_[static_cast<size_t>(it->second)];
+  return !b.ticket || b.ticket->done();
+}
+
 void ExpertCache::release(int b) {
   std::lock_guard<std::mutex> lock(mu_);
   Buffer& buf = buffers_[static_cast<size_t>(b)];

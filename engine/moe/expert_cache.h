@@ -70,6 +70,8 @@ class ExpertCache {
   // Expert e of layer l, read if needed; the bytes stay pinned until the result is released.
   // Errors: the read's (IOError naming the file and offset). Thread-safe.
   Result<std::shared_ptr<const ExpertWeights>> acquire(int l, int e);
+  // Whether expert e of layer l is in a buffer and read (acquire would not wait). Thread-safe.
+  bool loaded(int l, int e) const;
   ExpertCacheStats stats() const;
 
  private:

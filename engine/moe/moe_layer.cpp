@@ -3,11 +3,15 @@
 // expert outputs in its rank order (so batching never changes a bit).
 #include "engine/moe/moe_layer.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <vector>
 
 #include "engine/model/layers.h"
+#include "engine/moe/expert_group.h"
 #include "engine/moe/router.h"
 #include "engine/ops/kernels.h"
 
@@ -51,27 +55,56 @@ Status moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, WeightS
   if (profile) profile->record(layer, needed, count_routing);
   source.will_need_experts(layer, needed);
 
+  // Groups of experts in ascending order, each computed in one parallel region
+  // (expert_group.h): a group takes the next expert (waiting for it if need be), then as many
+  // of the following ones as are already read, as the source lets the pass hold at once and
+  // as the group's buffers have rows for. So a group is as large as the I/O allows: all of a
+  // layer's experts when they are in memory, one at a time while a cold pass waits on the
+  // disk (the rest keep reading meanwhile). Grouping never changes a bit.
   float* expert_out = a.expert_out.data();  // [rows][k][latent]
-  for (int e : needed) {
-    const int32_t* pairs = by_expert + end[e];
-    const int n = end[e + 1] - end[e];
-    auto t0 = std::chrono::steady_clock::now();
-    auto expert = source.expert(layer, e);
-    counters->wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!expert.ok()) return expert.status();
-    const ExpertWeights& ew = **expert;
-    float* zin = a.gather.data();
-    for (int i = 0; i < n; ++i) std::copy_n(z + static_cast<size_t>(pairs[i] / k) * ls, ls, zin + static_cast<size_t>(i) * ls);
-    float* g = a.g.data();
-    float* u = a.u.data();
+  float* gather = a.gather.data();          // [group rows][latent] the group's input rows
+  const size_t capacity =
+      std::min({a.gather.size() / ls, a.y.size() / ls, a.g.size() / static_cast<size_t>(mi),
+                a.u.size() / static_cast<size_t>(mi)});
+  const size_t hold = static_cast<size_t>(std::max(1, source.expert_hold_limit()));
+  std::vector<std::shared_ptr<const ExpertWeights>> held;
+  std::vector<GroupExpert> group;
+  std::vector<const int32_t*> group_pairs;  // each group expert's (row, rank) pairs
+  for (size_t next = 0; next < needed.size();) {
+    held.clear();
+    group.clear();
+    group_pairs.clear();
+    size_t group_rows = 0;
+    for (; next < needed.size(); ++next) {
+      const int e = needed[next];
+      const size_t n = static_cast<size_t>(end[e + 1] - end[e]);
+      NJ_CHECK_MSG(n <= capacity, "the MoE group buffers hold fewer rows than one expert serves");
+      if (!group.empty() &&
+          (group_rows + n > capacity || group.size() >= hold || !source.expert_ready(layer, e)))
+        break;
+      auto t0 = std::chrono::steady_clock::now();
+      auto expert = source.expert(layer, e);
+      counters->wait_s +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!expert.ok()) return expert.status();
+      const int32_t* pairs = by_expert + end[e];
+      for (size_t i = 0; i < n; ++i)
+        std::copy_n(z + static_cast<size_t>(pairs[i] / k) * ls, ls, gather + (group_rows + i) * ls);
+      group.push_back({expert->get(), static_cast<int>(group_rows), static_cast<int>(n)});
+      group_pairs.push_back(pairs);
+      held.push_back(*std::move(expert));
+      group_rows += n;
+      ++counters->expert_computations;
+    }
+    // The thread team only when the group's work is worth its wake-up (as ops::matmul).
+    const double work = static_cast<double>(group_rows) * mi * lat * 3;
+    const int threads = work < 524288.0 ? 1 : omp_get_max_threads();
     float* y = a.y.data();
-    ops::matmul(ew.w1, zin, n, ls, g, static_cast<size_t>(mi));
-    ops::matmul(ew.w3, zin, n, ls, u, static_cast<size_t>(mi));
-    ops::situ_glu(g, u, n * mi, c.situ_beta, c.situ_linear_beta, g);
-    ops::matmul(ew.w2, g, n, static_cast<size_t>(mi), y, ls);
-    for (int i = 0; i < n; ++i)
-      std::copy_n(y + static_cast<size_t>(i) * ls, ls, expert_out + static_cast<size_t>(pairs[i]) * ls);
-    ++counters->expert_computations;
+    run_expert_group(c, group, gather, a.g.data(), a.u.data(), y, threads);
+    for (size_t j = 0; j < group.size(); ++j)
+      for (int i = 0; i < group[j].rows; ++i)
+        std::copy_n(y + static_cast<size_t>(group[j].first + i) * ls, ls,
+                    expert_out + static_cast<size_t>(group_pairs[j][i]) * ls);
   }
 
   // acc = RMSNorm(Σ_j w_j · y_j) in rank order; out = up_proj acc + shared(x)

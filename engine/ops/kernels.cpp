@@ -129,6 +129,14 @@ void matmul_serial(const MatRef& W, const float* X, int T, size_t xs, float* Y, 
   kernels().matmul_rows(W, Xin, T, xin_stride, Y, ys, 0, W.rows);
 }
 
+void matmul_range(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys, int r0,
+                  int r1) {
+  if (r0 >= r1 || T == 0) return;
+  size_t xin_stride;
+  const float* Xin = prepare_x(W, X, T, xs, &xin_stride);
+  kernels().matmul_rows(W, Xin, T, xin_stride, Y, ys, r0, r1);
+}
+
 void matmul(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys) {
   const KernelTable& k = kernels();
   if (W.rows == 0 || T == 0) return;

@@ -93,6 +93,11 @@ void arrange_activations(MatFormat f, const float* x, int n, float* out);
 void matmul(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys);
 // The same on the calling thread only: for use inside a parallel region (per-head work).
 void matmul_serial(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys);
+// Rows [r0, r1) of the same product on the calling thread: Y[t][r] for r in [r0, r1), nothing
+// else written; for a parallel region that splits several products' rows itself (the MoE's
+// expert groups). Same bits as matmul for those rows. REQUIRES: 0 <= r0 <= r1 <= W.rows.
+void matmul_range(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys, int r0,
+                  int r1);
 inline void matvec(const MatRef& W, const float* x, float* y) {
   matmul(W, x, 1, static_cast<size_t>(W.cols), y, static_cast<size_t>(W.rows));
 }

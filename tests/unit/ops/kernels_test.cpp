@@ -282,6 +282,67 @@ TEST_CASE(
   omp_set_num_threads(threads_before);
 }
 
+TEST_CASE("MXFP4 products of 2 to 7 token rows equal the per-row reference on every level",
+          "[engine][ops][tiles]") {
+  // The few-token-row products the MoE's experts get with a batch (8 sequences x top-8 over 192
+  // experts: 1-3 rows each): AVX-512 takes them row kernel by row kernel (below its tile
+  // threshold of 8), AVX2 by tiles, scalar row by row. Block counts give whole chunks
+  // (4, 36), a partial last chunk (1, 3, 5, 37: one to three blocks) and more than 16 blocks
+  // (a partial group of scale codes); strides wider than the rows; row ranges that start and
+  // end inside the 4-row groups of one token row. Each (weight row, token row) pair must give
+  // the scalar row-at-a-time bits, through the row kernels and through the threaded matmul
+  // with 1 and 2 threads (the wide matrices are large enough for ops::matmul to split them from
+  // T = 3 on).
+  Rng rng(31);
+  const SimdLevel before = active_simd_level();
+  const int threads_before = omp_get_max_threads();
+  for (int nblocks : {1, 3, 4, 5, 36, 37}) {
+    const int cols = 32 * nblocks, rows = nblocks > 30 ? 149 : 11;
+    TestMatrix m = make_matrix(MatFormat::kMxfp4, rows, cols, rng);
+    for (int T = 2; T <= 7; ++T) {
+      const size_t xs = static_cast<size_t>(cols) + 16, ys = rows + 5;
+      auto X = random_vec(static_cast<size_t>(T) * xs, rng);
+      std::vector<float> Xa(X.size());
+      for (int t = 0; t < T; ++t)
+        arrange_activations(MatFormat::kMxfp4, &X[static_cast<size_t>(t) * xs], cols,
+                            &Xa[static_cast<size_t>(t) * xs]);
+      std::vector<float> ref(static_cast<size_t>(T) * ys, -1.0f);
+      for (int t = 0; t < T; ++t)
+        kernel_table(SimdLevel::kScalar)
+            .matmul_rows(m.ref, &Xa[static_cast<size_t>(t) * xs], 1, xs,
+                         &ref[static_cast<size_t>(t) * ys], ys, 0, rows);
+      for (SimdLevel level : levels()) {
+        for (auto [r0, r1] :
+             {std::pair{0, 11}, std::pair{1, 10}, std::pair{2, 7}, std::pair{5, 6}}) {
+          std::vector<float> y(ref.size(), -1.0f);
+          kernel_table(level).matmul_rows(m.ref, Xa.data(), T, xs, y.data(), ys, r0, r1);
+          INFO(nblocks << " blocks, T=" << T << " rows [" << r0 << ", " << r1 << ") level "
+                       << simd_level_name(level));
+          for (int t = 0; t < T; ++t)
+            for (int r = 0; r < static_cast<int>(ys); ++r) {
+              const size_t i = static_cast<size_t>(t) * ys + static_cast<size_t>(r);
+              if (r < r0 || r >= r1)
+                REQUIRE(bits(y[i]) == bits(-1.0f));  // nothing outside the range is written
+              else
+                REQUIRE(bits(y[i]) == bits(ref[i]));
+            }
+        }
+        for (int threads : {1, 2}) {
+          REQUIRE(force_simd_level(level).ok());
+          omp_set_num_threads(threads);
+          std::vector<float> y(ref.size(), -1.0f);
+          matmul(m.ref, X.data(), T, xs, y.data(), ys);
+          INFO(nblocks << " blocks, T=" << T << " level " << simd_level_name(level) << ", "
+                       << threads << " threads");
+          REQUIRE(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)) == 0);
+        }
+      }
+    }
+  }
+  REQUIRE(force_simd_level(before).ok());
+  omp_set_num_threads(threads_before);
+}
+
 TEST_CASE("every E8M0 scale code gives the same bits on every level", "[engine][ops]") {
   // Row r has scale code r in all its blocks, so each of the 256 codes decides one output
   // (AVX-512 computes the factors in registers, AVX2 reads them from a table; the fifth
