@@ -11,6 +11,14 @@
 // rows and state. Each (weight row, token row) product has one canonical order
 // (engine/ops/kernels.h), so a sequence's logits are bit-identical whatever else shares
 // its pass: batch size is a throughput dial, never a quality dial.
+//
+// Tentative steps (speculative decoding, engine/spec/). A step marked `tentative` feeds a
+// token and the drafted tokens after it, takes the logits at every row, and leaves its
+// sequence unsettled: the caller then decides how many of its rows plain decoding would
+// have fed and calls Forward::keep(state, n), after which the state is bit for bit the one
+// that feeding only those n tokens would have produced. MLA caches and the token list are
+// truncated; KDA's recurrence cannot be undone, so the pass keeps what is needed to redo
+// it on the kept rows (KdaRollback, activations.h).
 #pragma once
 
 #include <cstdint>
@@ -37,12 +45,12 @@ enum class LogitsWanted : uint8_t {
 // each contributed: a sequence with r of a pass's R rows is charged r/R of it. The shares
 // of a pass's sequences sum to the pass's totals.
 struct SequenceUsage {
-  uint64_t tokens = 0;        // tokens fed
-  uint64_t passes = 0;        // passes this sequence took part in
-  int max_batch = 0;          // the most sequences that shared a pass with it (itself included)
-  double compute_s = 0;       // share of pass time not spent waiting for weights
-  double wait_s = 0;          // share of time blocked on the weight source
-  double bytes_read = 0;      // share of weight bytes read from disk
+  uint64_t tokens = 0;    // tokens fed
+  uint64_t passes = 0;    // passes this sequence took part in
+  int max_batch = 0;      // the most sequences that shared a pass with it (itself included)
+  double compute_s = 0;   // share of pass time not spent waiting for weights
+  double wait_s = 0;      // share of time blocked on the weight source
+  double bytes_read = 0;  // share of weight bytes read from disk
   double trunk_bytes_read = 0, expert_bytes_read = 0;
 
   void add(const SequenceUsage& o);
@@ -53,8 +61,11 @@ struct SeqStep {
   SequenceState* state = nullptr;  // advanced by the pass (position, tokens, caches, logits)
   std::span<const int32_t> ids;    // the new tokens; REQUIRES: non-empty
   LogitsWanted logits = LogitsWanted::kLast;
-  float* all_logits = nullptr;  // with kAll: receives [ids.size()][vocab]
-  SequenceUsage* usage = nullptr;            // when given, this step's share is added to it
+  float* all_logits = nullptr;     // with kAll: receives [ids.size()][vocab]
+  SequenceUsage* usage = nullptr;  // when given, this step's share is added to it
+  // Speculative verification (see the top of this file): the state stays unsettled until
+  // Forward::keep. REQUIRES: logits == kAll.
+  bool tentative = false;
 };
 
 // The rows a step owns in a pass, and its state (per layer).
@@ -62,6 +73,7 @@ struct SeqRows {
   LayerState* state = nullptr;
   int row0 = 0;
   int rows = 0;
+  int tentative = -1;  // the step's index among the pass's tentative steps, or -1
 };
 
 }  // namespace nj

@@ -12,7 +12,8 @@
 //      one computes) and two expert buffers (one reads while one computes): below it the
 //      disk would sit idle;
 //   2. more expert buffers, up to the experts one decode step of the batch needs
-//      (min(E, batch x top_k)), so that a layer's misses are all read at once;
+//      (min(E, rows x top_k), rows = batch x (1 + drafts)), so that a layer's misses are all read
+//      at once;
 //   3. pinned trunk units, largest first (pinning the largest also shrinks the ring);
 //   4. expert-cache slots, spread evenly over the MoE layers.
 // The plan never changes the tokens: only where bytes come from.
@@ -41,6 +42,10 @@ struct PlanOptions {
   // for each and activations for a pass of max(prefill_chunk, batch) rows; the
   // predictions are per step of the whole batch.
   int batch = 1;
+  // Speculative decoding (engine/spec/): a decode pass carries up to 1 + draft_tokens rows
+  // per sequence, with their logits, and the rollback log of each (activations.h).
+  int draft_tokens = 0;
+  KdaRollback kda_rollback = kDefaultKdaRollback;
   int sequence_states = 1;  // states held per sequence (a classification keeps the state
                             // after its prompt while it scores labels that share tokens: 2)
   int ring_slots = 2;       // trunk units in memory at once when streaming: one computes while the
@@ -109,7 +114,8 @@ struct ResidencyPlan {
 // Bytes of sequence state (KDA S + conv history, MLA cache at max_context, last logits).
 uint64_t sequence_state_bytes(const ModelConfig& c, int max_context);
 
-// The activation shape of the passes `o` describes (rows = max(prefill_chunk, batch)).
+// The activation shape of the passes `o` describes (rows = max(prefill_chunk, batch x (1 +
+// draft_tokens))).
 ActivationShape planned_activation_shape(const PlanOptions& o);
 
 // The smallest budget a batch of `batch` sequences runs in with options `o`.
