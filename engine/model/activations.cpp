@@ -7,9 +7,9 @@ namespace nj {
 namespace {
 
 size_t widest_matrix_input(const ModelConfig& c) {
-  return static_cast<size_t>(
-      std::max({c.hidden, c.kda_width(), c.kda_head_dim, c.dense_inter, c.shared_inter(), c.latent,
-                c.moe_inter, c.kv_lora_rank, c.q_lora_rank, c.heads * c.v_head_dim}));
+  return static_cast<size_t>(std::max({c.hidden, c.kda_width(), c.kda_head_dim, c.dense_inter, c.shared_inter(),
+                                       c.latent, c.moe_inter, c.kv_lora_rank, c.q_lora_rank,
+                                       c.heads * c.v_head_dim}));
 }
 
 }  // namespace
@@ -43,17 +43,15 @@ void Activations::allocate(const ModelConfig& c, const ActivationShape& s) {
 
 void Activations::ensure(const ModelConfig& c, const ActivationShape& s) {
   const bool same_rollback = s.tentative_sequences == 0 || s.kda_rollback == shape.kda_rollback;
-  if (s.rows <= shape.rows && s.sequences <= shape.sequences &&
-      s.max_context <= shape.max_context && s.logits_rows <= shape.logits_rows &&
-      s.tentative_sequences <= shape.tentative_sequences &&
+  if (s.rows <= shape.rows && s.sequences <= shape.sequences && s.max_context <= shape.max_context &&
+      s.logits_rows <= shape.logits_rows && s.tentative_sequences <= shape.tentative_sequences &&
       s.tentative_rows <= shape.tentative_rows && same_rollback)
     return;
   // A context grows by one position per decoded token: grow it geometrically.
-  const int context = s.max_context <= shape.max_context
-                          ? shape.max_context
-                          : std::max(s.max_context, 2 * shape.max_context);
-  allocate(c, ActivationShape{std::max(s.rows, shape.rows), std::max(s.sequences, shape.sequences),
-                              context, std::max(s.logits_rows, shape.logits_rows),
+  const int context = s.max_context <= shape.max_context ? shape.max_context
+                                                         : std::max(s.max_context, 2 * shape.max_context);
+  allocate(c, ActivationShape{std::max(s.rows, shape.rows), std::max(s.sequences, shape.sequences), context,
+                              std::max(s.logits_rows, shape.logits_rows),
                               std::max(s.tentative_sequences, shape.tentative_sequences),
                               std::max(s.tentative_rows, shape.tentative_rows),
                               s.tentative_sequences > 0 ? s.kda_rollback : shape.kda_rollback});
@@ -62,8 +60,7 @@ void Activations::ensure(const ModelConfig& c, const ActivationShape& s) {
 uint64_t Activations::allocated_bytes() const {
   uint64_t bytes = 0;
   if (!config_) return 0;
-  visit_buffers(*this, *config_, shape,
-                [&](const auto& buf, size_t) { bytes += buf.capacity() * sizeof(buf[0]); });
+  visit_buffers(*this, *config_, shape, [&](const auto& buf, size_t) { bytes += buf.capacity() * sizeof(buf[0]); });
   return bytes;
 }
 

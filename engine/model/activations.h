@@ -44,15 +44,15 @@ using Buf = std::vector<T>;
 
 // Stream and head: the residual stream of every row, and the attention-residual bank.
 struct StreamActivations {
-  Buf<float> h;        // [rows][hidden] the stream entering attn_res
-  Buf<float> prefix;   // [rows][hidden] the running sum since the last block boundary
-  Buf<float> blocks;   // [max_blocks][rows][hidden] snapshots of block inputs
-  Buf<float> xn;       // [rows][hidden] normed input to attention / FFN
-  Buf<float> a;        // [rows][hidden] attention or FFN output
-  Buf<float> tmp;      // [rows][hidden] the head's mixed stream
-  Buf<float> mix;      // [max_blocks + 1] attn_res source weights of one row
-  Buf<float> head_in;  // [logits_rows][hidden] normed rows whose logits are wanted
-  Buf<float> logits;   // [logits_rows][vocab]
+  Buf<float> h;       // [rows][hidden] the stream entering attn_res
+  Buf<float> prefix;  // [rows][hidden] the running sum since the last block boundary
+  Buf<float> blocks;  // [max_blocks][rows][hidden] snapshots of block inputs
+  Buf<float> xn;      // [rows][hidden] normed input to attention / FFN
+  Buf<float> a;       // [rows][hidden] attention or FFN output
+  Buf<float> tmp;     // [rows][hidden] the head's mixed stream
+  Buf<float> mix;     // [max_blocks + 1] attn_res source weights of one row
+  Buf<float> head_in; // [logits_rows][hidden] normed rows whose logits are wanted
+  Buf<float> logits;  // [logits_rows][vocab]
 };
 
 // KDA (k3-model.md §4), all rows; the recurrence runs per sequence on its rows.

@@ -12,10 +12,9 @@
 
 namespace nj {
 
-void mla_forward(const ModelConfig& c, const MlaWeights& w, std::span<const SeqRows> seqs,
-                 const float* x, int rows, float* out, MlaActivations& a) {
-  const int nh = c.heads, nope = c.qk_nope, rope = c.qk_rope, vd = c.v_head_dim,
-            kvl = c.kv_lora_rank;
+void mla_forward(const ModelConfig& c, const MlaWeights& w, std::span<const SeqRows> seqs, const float* x,
+                 int rows, float* out, MlaActivations& a) {
+  const int nh = c.heads, nope = c.qk_nope, rope = c.qk_rope, vd = c.v_head_dim, kvl = c.kv_lora_rank;
   const int qw = nope + rope, hid = c.hidden;
   const size_t hs = static_cast<size_t>(hid), qrow = static_cast<size_t>(nh * qw);
   const size_t kv = static_cast<size_t>(kvl), rp = static_cast<size_t>(rope);
@@ -52,8 +51,7 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, std::span<const SeqR
     // o_h = Wvb_h Σ p_s L_s.
     const size_t n_max = p0 + T;
     const size_t per_head = 2 * kv + n_max;
-    NJ_CHECK_MSG(a.per_head.size() >= static_cast<size_t>(nh) * per_head,
-                 "MLA scratch sized for a shorter context");
+    NJ_CHECK_MSG(a.per_head.size() >= static_cast<size_t>(nh) * per_head, "MLA scratch sized for a shorter context");
     const float* latent = st.latent.data();
     const float* kr = st.rope.data();
 #pragma omp parallel for schedule(static) if (nh > 1 && n_max * T * kv > 16384)
@@ -77,8 +75,7 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, std::span<const SeqR
         ops::softmax_inplace(score, static_cast<int>(n));
         for (int i = 0; i < kvl; ++i) ctx[i] = 0.0f;
         for (size_t p = 0; p < n; ++p) kt.axpy(score[p], latent + p * kv, ctx, kvl);
-        ops::matmul_serial(wvb, ctx, 1, kv, o + row * orow + static_cast<size_t>(h * vd),
-                           static_cast<size_t>(vd));
+        ops::matmul_serial(wvb, ctx, 1, kv, o + row * orow + static_cast<size_t>(h * vd), static_cast<size_t>(vd));
       }
     }
   }
@@ -86,8 +83,7 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, std::span<const SeqR
   if (c.mla_output_gate) {
     float* gate = a.gate.data();
     ops::matmul(w.g_proj, x, rows, hs, gate, orow);
-    for (size_t i = 0; i < static_cast<size_t>(rows) * orow; ++i)
-      o[i] = o[i] * ops::sigmoid(gate[i]);
+    for (size_t i = 0; i < static_cast<size_t>(rows) * orow; ++i) o[i] = o[i] * ops::sigmoid(gate[i]);
   }
   ops::matmul(w.o_proj, o, rows, orow, out, hs);
 }

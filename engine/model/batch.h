@@ -45,12 +45,12 @@ enum class LogitsWanted : uint8_t {
 // each contributed: a sequence with r of a pass's R rows is charged r/R of it. The shares
 // of a pass's sequences sum to the pass's totals.
 struct SequenceUsage {
-  uint64_t tokens = 0;    // tokens fed
-  uint64_t passes = 0;    // passes this sequence took part in
-  int max_batch = 0;      // the most sequences that shared a pass with it (itself included)
-  double compute_s = 0;   // share of pass time not spent waiting for weights
-  double wait_s = 0;      // share of time blocked on the weight source
-  double bytes_read = 0;  // share of weight bytes read from disk
+  uint64_t tokens = 0;        // tokens fed
+  uint64_t passes = 0;        // passes this sequence took part in
+  int max_batch = 0;          // the most sequences that shared a pass with it (itself included)
+  double compute_s = 0;       // share of pass time not spent waiting for weights
+  double wait_s = 0;          // share of time blocked on the weight source
+  double bytes_read = 0;      // share of weight bytes read from disk
   double trunk_bytes_read = 0, expert_bytes_read = 0;
 
   void add(const SequenceUsage& o);
@@ -61,8 +61,8 @@ struct SeqStep {
   SequenceState* state = nullptr;  // advanced by the pass (position, tokens, caches, logits)
   std::span<const int32_t> ids;    // the new tokens; REQUIRES: non-empty
   LogitsWanted logits = LogitsWanted::kLast;
-  float* all_logits = nullptr;     // with kAll: receives [ids.size()][vocab]
-  SequenceUsage* usage = nullptr;  // when given, this step's share is added to it
+  float* all_logits = nullptr;  // with kAll: receives [ids.size()][vocab]
+  SequenceUsage* usage = nullptr;            // when given, this step's share is added to it
   // Speculative verification (see the top of this file): the state stays unsettled until
   // Forward::keep. REQUIRES: logits == kAll.
   bool tentative = false;

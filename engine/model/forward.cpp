@@ -27,10 +27,9 @@ void SequenceUsage::add(const SequenceUsage& o) {
 Forward::Forward(Model& model, ForwardOptions options) : model_(model), options_(options) {
   const ModelConfig& c = model.config();
   const int tentative_rows = std::max(0, options_.tentative_rows);
-  acts_.allocate(
-      c, ActivationShape{std::max(1, options_.max_rows), std::max(1, options_.max_sequences),
-                         std::max(1, options_.max_context), 1, tentative_rows > 0 ? 1 : 0,
-                         tentative_rows, options_.kda_rollback});
+  acts_.allocate(c, ActivationShape{std::max(1, options_.max_rows), std::max(1, options_.max_sequences),
+                                    std::max(1, options_.max_context), 1, tentative_rows > 0 ? 1 : 0,
+                                    tentative_rows, options_.kda_rollback});
   if (options_.record_routing) routing_ = RoutingProfile(c.layers, c.num_experts);
 }
 
@@ -43,8 +42,7 @@ void Forward::reserve_context(const ModelConfig& c, SequenceState& st, int64_t n
   if (static_cast<int64_t>(st.tokens.capacity()) >= needed) return;
   const int64_t planned = options_.max_context;
   const int64_t target =
-      needed <= planned ? planned
-                        : std::max<int64_t>(needed, 2 * static_cast<int64_t>(st.tokens.capacity()));
+      needed <= planned ? planned : std::max<int64_t>(needed, 2 * static_cast<int64_t>(st.tokens.capacity()));
   const size_t n = static_cast<size_t>(target);
   st.tokens.reserve(n);
   for (int l = 0; l < c.layers; ++l) {
@@ -66,25 +64,22 @@ Status Forward::validate(std::span<SeqStep> steps) const {
     if (s.ids.empty()) return invalid_argument(which + " has no tokens");
     if (s.state->layers.size() != static_cast<size_t>(c.layers))
       return invalid_argument(which + ": its state is shaped for another model");
-    if (!seen.insert(s.state).second)
-      return invalid_argument(which + ": its state is already in the pass");
-    if (s.logits == LogitsWanted::kAll && !s.all_logits)
-      return invalid_argument(which + " asks for every position's logits but gives no destination");
+    if (!seen.insert(s.state).second) return invalid_argument(which + ": its state is already in the pass");
     if (s.tentative && s.logits != LogitsWanted::kAll)
       return invalid_argument(which + " is tentative but does not ask for every position's logits");
+    if (s.logits == LogitsWanted::kAll && !s.all_logits)
+      return invalid_argument(which + " asks for every position's logits but gives no destination");
     for (int32_t id : s.ids)
       if (id < 0 || id >= c.vocab)
-        return invalid_argument("token id " + std::to_string(id) +
-                                " is outside the vocabulary (0.." + std::to_string(c.vocab - 1) +
-                                ")");
+        return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                                std::to_string(c.vocab - 1) + ")");
   }
   return Status();
 }
 
 Status Forward::run(std::span<SeqStep> steps) {
   if (!unsettled_.empty())
-    return failed_precondition(
-        "a tentative step of the previous pass is not settled (Forward::keep)");
+    return failed_precondition("a tentative step of the previous pass is not settled (Forward::keep)");
   NJ_RETURN_IF_ERROR(validate(steps));
   const ModelConfig& c = model_.config();
   WeightSource& src = model_.weights();
@@ -107,15 +102,13 @@ Status Forward::run(std::span<SeqStep> steps) {
     row0[i] = R;
     R += static_cast<int>(s.ids.size());
     ids_.insert(ids_.end(), s.ids.begin(), s.ids.end());
-    logit_rows += s.logits == LogitsWanted::kAll ? static_cast<int>(s.ids.size())
-                                                 : s.logits == LogitsWanted::kLast;
+    logit_rows += s.logits == LogitsWanted::kAll ? static_cast<int>(s.ids.size()) : s.logits == LogitsWanted::kLast;
     context = std::max<int64_t>(context, s.state->position + static_cast<int64_t>(s.ids.size()));
     decode_only = decode_only && s.ids.size() == 1;
   }
   acts_.ensure(c, ActivationShape{R, S, context, std::max(1, logit_rows), tentative, tentative_rows,
                                   options_.kda_rollback});
-  for (const SeqStep& s : steps)
-    reserve_context(c, *s.state, s.state->position + static_cast<int64_t>(s.ids.size()));
+  for (const SeqStep& s : steps) reserve_context(c, *s.state, s.state->position + static_cast<int64_t>(s.ids.size()));
   StreamActivations& a = acts_.stream;
   const size_t hs = static_cast<size_t>(c.hidden), th = static_cast<size_t>(R) * hs;
   double wait = 0;
@@ -156,38 +149,28 @@ Status Forward::run(std::span<SeqStep> steps) {
     // prefix = h; with a bank, h = attn_res(blocks + [prefix])
     std::copy_n(a.h.data(), th, a.prefix.data());
     bool prefix_none = false;
-    if (nblocks > 0)
-      attn_res(with_blocks(a.prefix.data()), w.attn_res, R, c.hidden, c.rms_eps, a.mix.data(),
-               a.h.data());
+    if (nblocks > 0) attn_res(with_blocks(a.prefix.data()), w.attn_res, R, c.hidden, c.rms_eps, a.mix.data(), a.h.data());
     // every attn_res_block_size layers the raw layer input is banked and the sum restarts
     if (l % c.attn_res_block_size == 0) {
       std::copy_n(a.prefix.data(), th, block(nblocks++));
       prefix_none = true;
     }
     // a = Attention(RMSNorm(h, input_layernorm)), each sequence on its own state
-    for (int t = 0; t < R; ++t)
-      ops::rmsnorm(&a.h[t * hs], w.input_norm, c.hidden, c.rms_eps, &a.xn[t * hs]);
-    if (w.is_mla)
-      mla_forward(c, w.mla, layer_rows_, a.xn.data(), R, a.a.data(), acts_.mla);
-    else
-      kda_forward(c, w.kda, layer_rows_, a.xn.data(), R, a.a.data(), acts_.kda, acts_.rollback,
-                  acts_.shape, kda_layer++);
-    if (prefix_none)
-      std::copy_n(a.a.data(), th, a.prefix.data());
-    else
-      for (size_t i = 0; i < th; ++i) a.prefix[i] = a.prefix[i] + a.a[i];
+    for (int t = 0; t < R; ++t) ops::rmsnorm(&a.h[t * hs], w.input_norm, c.hidden, c.rms_eps, &a.xn[t * hs]);
+    if (w.is_mla) mla_forward(c, w.mla, layer_rows_, a.xn.data(), R, a.a.data(), acts_.mla);
+    else kda_forward(c, w.kda, layer_rows_, a.xn.data(), R, a.a.data(), acts_.kda, acts_.rollback, acts_.shape,
+                     kda_layer++);
+    if (prefix_none) std::copy_n(a.a.data(), th, a.prefix.data());
+    else for (size_t i = 0; i < th; ++i) a.prefix[i] = a.prefix[i] + a.a[i];
     // h = attn_res(blocks + [prefix]) (also with a single bank entry)
-    attn_res(with_blocks(a.prefix.data()), w.mlp_res, R, c.hidden, c.rms_eps, a.mix.data(),
-             a.h.data());
+    attn_res(with_blocks(a.prefix.data()), w.mlp_res, R, c.hidden, c.rms_eps, a.mix.data(), a.h.data());
     // m = FFN(RMSNorm(h, post_attention_layernorm)); prefix += m; h = prefix
-    for (int t = 0; t < R; ++t)
-      ops::rmsnorm(&a.h[t * hs], w.post_norm, c.hidden, c.rms_eps, &a.xn[t * hs]);
+    for (int t = 0; t < R; ++t) ops::rmsnorm(&a.h[t * hs], w.post_norm, c.hidden, c.rms_eps, &a.xn[t * hs]);
     if (w.is_dense) {
       ffn_forward(c, w.dense, a.xn.data(), R, a.a.data(), acts_.ffn);
     } else {
-      NJ_RETURN_IF_ERROR(moe_forward(c, l, w.moe, src, a.xn.data(), R, a.a.data(), acts_.moe,
-                                     acts_.ffn, &moe, options_.record_routing ? &routing_ : nullptr,
-                                     decode_only));
+      NJ_RETURN_IF_ERROR(moe_forward(c, l, w.moe, src, a.xn.data(), R, a.a.data(), acts_.moe, acts_.ffn, &moe,
+                                     options_.record_routing ? &routing_ : nullptr, decode_only));
       last_.distinct_experts[static_cast<size_t>(l)] = moe.distinct_experts;
       stats_.distinct_experts += static_cast<uint64_t>(moe.distinct_experts);
       stats_.moe_layer_passes += 1;
@@ -204,12 +187,9 @@ Status Forward::run(std::span<SeqStep> steps) {
   int lr = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     const int n = static_cast<int>(steps[i].ids.size());
-    const int first = steps[i].logits == LogitsWanted::kAll    ? 0
-                      : steps[i].logits == LogitsWanted::kLast ? n - 1
-                                                               : n;
+    const int first = steps[i].logits == LogitsWanted::kAll ? 0 : steps[i].logits == LogitsWanted::kLast ? n - 1 : n;
     for (int t = row0[i] + first; t < row0[i] + n; ++t, ++lr)
-      ops::rmsnorm(&a.tmp[static_cast<size_t>(t) * hs], hw.norm, c.hidden, c.rms_eps,
-                   &a.head_in[static_cast<size_t>(lr) * hs]);
+      ops::rmsnorm(&a.tmp[static_cast<size_t>(t) * hs], hw.norm, c.hidden, c.rms_eps, &a.head_in[static_cast<size_t>(lr) * hs]);
   }
   const size_t vocab = static_cast<size_t>(c.vocab);
   ops::matmul(hw.lm_head, a.head_in.data(), lr, hs, a.logits.data(), vocab);
@@ -221,8 +201,7 @@ Status Forward::run(std::span<SeqStep> steps) {
     const size_t n = s.ids.size();
     SequenceState& st = *s.state;
     if (s.tentative)
-      unsettled_.push_back(
-          Unsettled{&st, slot[i], st.position, static_cast<int>(n), static_cast<size_t>(lr)});
+      unsettled_.push_back(Unsettled{&st, slot[i], st.position, static_cast<int>(n), static_cast<size_t>(lr)});
     if (s.logits == LogitsWanted::kNone) {
       st.last_logits.clear();
     } else {

@@ -43,8 +43,7 @@ ActivationShape planned_activation_shape(const PlanOptions& o) {
   const int batch = std::max(1, o.batch);
   const int per_sequence = 1 + std::max(0, o.draft_tokens);  // a decode pass's rows per sequence
   const int rows = std::max(std::max(1, o.prefill_chunk), batch * per_sequence);
-  ActivationShape s{rows, batch, std::max(1, o.max_context),
-                    o.all_logits ? rows : batch * per_sequence};
+  ActivationShape s{rows, batch, std::max(1, o.max_context), o.all_logits ? rows : batch * per_sequence};
   if (o.draft_tokens > 0) {
     s.tentative_sequences = batch;
     s.tentative_rows = per_sequence;
@@ -62,12 +61,11 @@ double expected_distinct_experts(int num_experts, int top_k, int rows) {
 namespace {
 
 // State and activations of a batch: what the budget holds besides weights.
-void batch_memory(const ModelConfig& c, const PlanOptions& o, int batch, uint64_t* state,
-                  uint64_t* scratch) {
+void batch_memory(const ModelConfig& c, const PlanOptions& o, int batch, uint64_t* state, uint64_t* scratch) {
   PlanOptions ob = o;
   ob.batch = batch;
-  *state = sequence_state_bytes(c, o.max_context) *
-           static_cast<uint64_t>(std::max(1, o.sequence_states)) * static_cast<uint64_t>(batch);
+  *state = sequence_state_bytes(c, o.max_context) * static_cast<uint64_t>(std::max(1, o.sequence_states)) *
+           static_cast<uint64_t>(batch);
   *scratch = activation_bytes(c, planned_activation_shape(ob));
 }
 
@@ -75,8 +73,7 @@ struct WeightMinimum {
   uint64_t largest_unit = 0, expert_buffer = 0;
   int ring_slots = 2, expert_buffers = 0;
   uint64_t bytes() const {
-    return static_cast<uint64_t>(ring_slots) * largest_unit +
-           static_cast<uint64_t>(expert_buffers) * expert_buffer;
+    return static_cast<uint64_t>(ring_slots) * largest_unit + static_cast<uint64_t>(expert_buffers) * expert_buffer;
   }
 };
 
@@ -140,8 +137,7 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
   for (int l = 0; l < c.layers; ++l) {
     if (c.is_dense(l)) continue;
     moe_layers.push_back(l);
-    for (int e = 0; e < c.num_experts; ++e)
-      expert_read = std::max(expert_read, read_bytes(layout.expert(l, e).unit));
+    for (int e = 0; e < c.num_experts; ++e) expert_read = std::max(expert_read, read_bytes(layout.expert(l, e).unit));
   }
   const WeightMinimum wmin = weight_minimum(layout, o);
   const uint64_t expert_buffer = wmin.expert_buffer, largest_unit = wmin.largest_unit;
@@ -179,16 +175,14 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
       return resource_exhausted(
           "memory budget " + format_bytes(budget) + " is below the minimum of " +
           format_bytes(p.min_memory_bytes) + " (" + std::to_string(p.min_memory_bytes) +
-          " bytes) this model needs" +
-          (p.batch > 1 ? " for a batch of " + std::to_string(p.batch) : "") + ": sequence state " +
-          format_bytes(p.state_bytes) + ", activations " + format_bytes(p.scratch_bytes) + ", " +
-          std::to_string(ring_slots) + " x the largest trunk unit " + format_bytes(largest_unit) +
-          ", " + std::to_string(min_expert_buffers) + " x one expert " +
-          format_bytes(expert_buffer) + fits);
+          " bytes) this model needs" + (p.batch > 1 ? " for a batch of " + std::to_string(p.batch) : "") +
+          ": sequence state " + format_bytes(p.state_bytes) + ", activations " +
+          format_bytes(p.scratch_bytes) + ", " + std::to_string(ring_slots) +
+          " x the largest trunk unit " + format_bytes(largest_unit) + ", " +
+          std::to_string(min_expert_buffers) + " x one expert " + format_bytes(expert_buffer) + fits);
     }
     int buffers = min_expert_buffers;
-    const int step_experts =
-        std::min(c.num_experts, p.batch * (1 + std::max(0, o.draft_tokens)) * c.top_k);
+    const int step_experts = std::min(c.num_experts, p.batch * (1 + std::max(0, o.draft_tokens)) * c.top_k);
     auto total = [&](const std::vector<bool>& pinned, int slots, int nbuf) {
       return fixed + pinned_sum(pinned) + static_cast<uint64_t>(slots) * ring_for(pinned) +
              static_cast<uint64_t>(nbuf) * expert_buffer;
@@ -259,10 +253,8 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
   }
   p.predicted_expert_hit_rate =
       moe_layers.empty() ? 0 : hit_sum / static_cast<double>(moe_layers.size());
-  p.predicted_trunk_bytes_per_token =
-      p.predicted_trunk_bytes_per_step / static_cast<uint64_t>(p.batch);
-  p.predicted_expert_bytes_per_token =
-      p.predicted_expert_bytes_per_step / static_cast<uint64_t>(p.batch);
+  p.predicted_trunk_bytes_per_token = p.predicted_trunk_bytes_per_step / static_cast<uint64_t>(p.batch);
+  p.predicted_expert_bytes_per_token = p.predicted_expert_bytes_per_step / static_cast<uint64_t>(p.batch);
   p.predicted_seconds_per_step =
       static_cast<double>(p.predicted_bytes_per_step()) / (o.bandwidth_gbps * 1e9);
   p.predicted_seconds_per_token = p.predicted_seconds_per_step / p.batch;
@@ -327,8 +319,8 @@ std::string ResidencyPlan::to_text() const {
   const int cached = std::accumulate(expert_cache_slots.begin(), expert_cache_slots.end(), 0);
   o << "expert buffers      " << expert_buffers << " x " << format_bytes(expert_buffer_bytes)
     << " (" << cached << " cache slots over the MoE layers)\n";
-  o << "batch               " << batch << " sequence" << (batch == 1 ? "" : "s")
-    << " per step, passes of up to " << rows_per_pass << " rows";
+  o << "batch               " << batch << " sequence" << (batch == 1 ? "" : "s") << " per step, passes of up to "
+    << rows_per_pass << " rows";
   if (budget_bytes) o << " (this budget holds up to " << max_batch << ")";
   o << "\n";
   o << "state + activations " << format_bytes(state_bytes) << " + " << format_bytes(scratch_bytes)
@@ -339,12 +331,11 @@ std::string ResidencyPlan::to_text() const {
   std::snprintf(buf + 64, 64, "%.1f", predicted_distinct_experts);
   o << "reads per step      " << format_bytes(predicted_bytes_per_step()) << " (trunk "
     << format_bytes(predicted_trunk_bytes_per_step) << ", experts "
-    << format_bytes(predicted_expert_bytes_per_step) << ": " << (buf + 64)
-    << " distinct per layer at a " << buf << " cache hit rate, "
+    << format_bytes(predicted_expert_bytes_per_step) << ": " << (buf + 64) << " distinct per layer at a " << buf
+    << " cache hit rate, "
     << (routing_profile_used ? "from the routing profile" : "assuming uniform routing") << ")\n";
   o << "reads per token     " << format_bytes(predicted_bytes_per_token()) << "\n";
-  std::snprintf(buf, sizeof buf,
-                "%.3f s per step at %.2f GB/s, %.3f s per token, %.3f tokens/s in all",
+  std::snprintf(buf, sizeof buf, "%.3f s per step at %.2f GB/s, %.3f s per token, %.3f tokens/s in all",
                 predicted_seconds_per_step, bandwidth_gbps, predicted_seconds_per_token,
                 predicted_tokens_per_second);
   o << "I/O floor           " << buf << "\n";

@@ -29,9 +29,7 @@ Status Session::feed(std::span<const int32_t> ids, std::vector<float>* all_logit
     SeqStep step;
     step.state = &state_;
     step.ids = ids.subspan(i, n);
-    step.logits = all_logits    ? LogitsWanted::kAll
-                  : final_chunk ? LogitsWanted::kLast
-                                : LogitsWanted::kNone;
+    step.logits = all_logits ? LogitsWanted::kAll : final_chunk ? LogitsWanted::kLast : LogitsWanted::kNone;
     step.all_logits = all_logits ? all_logits->data() + i * vocab : nullptr;
     NJ_RETURN_IF_ERROR(forward_.run(std::span<SeqStep>(&step, 1)));
   }

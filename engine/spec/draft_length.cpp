@@ -6,7 +6,7 @@
 namespace nj {
 
 double DraftLength::acceptance() const {
-  return (accepted_ + 1.0) / (accepted_ + rejected_ + 2.0);
+  return accepted_ / (accepted_ + rejected_);
 }
 
 double DraftLength::expected_gain(int k) const {
@@ -20,13 +20,15 @@ int DraftLength::choose(const PassCost& cost, int cap, const PassLoad& load) {
   cap = std::min(cap, options_.max_draft_tokens);
   probing_ = false;
   if (cap <= 0) return 0;
+  if (!options_.adaptive) return cap;
   const double a = acceptance();
   int best = 0;
-  double best_value = load.tokens / cost.bytes(load.rows), gain = 0, term = 1;
+  // Costs relative to a one-row pass (1 when nothing is read: drafts are then free).
+  double best_value = load.tokens / cost.relative(load.rows), gain = 0, term = 1;
   for (int k = 1; k <= cap; ++k) {
     term *= a;
     gain += term;
-    const double value = (load.tokens + gain) / cost.bytes(load.rows + k);
+    const double value = (load.tokens + gain) / cost.relative(load.rows + k);
     if (value > best_value) {
       best_value = value;
       best = k;

@@ -5,7 +5,7 @@
 // were (a geometric run), so a pass with k drafts emits E(k) = 1 + a + ... + a^k tokens on
 // average, and costs PassCost::relative(rows + k, rows) of the pass without them. a is
 // estimated from recent passes: accepted drafts over accepted drafts plus passes whose run
-// ended on a rejection, with exponentially decaying weights and a prior of one of each.
+// ended on a rejection, with exponentially decaying weights, starting from one of each.
 // The policy drafts the k that maximizes the pass's expected tokens per byte.
 //
 // When that is k = 0 the estimate would never change again, so the policy probes with one
@@ -27,6 +27,9 @@ struct DraftLengthOptions {
   double decay = 0.9;
   // The longest cool-down between probes of a sequence whose drafts fail, in passes.
   int max_cool_down = 64;
+  // false: always draft the most allowed (forced drafts in tests, an oracle's ceiling in the
+  // benchmark); true: choose k from the acceptance as above.
+  bool adaptive = true;
 };
 
 // A pass being assembled: the expected tokens its sequences emit and the rows it carries,
@@ -57,7 +60,10 @@ class DraftLength {
 
  private:
   DraftLengthOptions options_;
-  double accepted_ = 0, rejected_ = 0;  // decayed counts
+  // Decayed counts, starting from one of each: the prior fades like any old pass, so a
+  // sequence whose drafts always fail sees its estimate go to 0 (a fixed prior would hold
+  // it at 1/(2 + 1/(1 - decay)) and keep drafting where a row is cheap).
+  double accepted_ = 1, rejected_ = 1;
   int cool_down_ = 0;                   // passes left before the next probe
   int next_cool_down_ = 1;              // the cool-down after the next failed probe
   bool probing_ = false;                // the last choice was a probe
