@@ -57,6 +57,8 @@ Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape)
   o.plan.max_context = args.max_context > 0 ? args.max_context : std::max(1, shape.context);
   o.plan.all_logits = shape.all_logits;
   o.plan.batch = std::max(1, shape.batch);
+  o.plan.draft_tokens = std::max(0, shape.draft_tokens);
+  o.plan.kda_rollback = shape.kda_rollback;
   o.streaming.io_threads = args.io_threads;
   o.use_pack = !args.no_pack;
   o.pack_dir = args.pack_dir;
