@@ -76,6 +76,13 @@ void read_prompt(MapReader& item, ItemSpec& out) {
 void read_generate_kind(MapReader& top, JobSpec& spec) {
   SpecErrors& errors = top.errors();
   GenerateParams defaults;
+  if (auto v = top.string("speculative", Need::kOptional)) {
+    auto mode = parse_speculative_mode(*v);
+    if (mode.ok())
+      spec.speculative = *mode;
+    else
+      errors.add(*top.find("speculative"), "speculative", mode.status().message());
+  }
   if (auto node = top.find("defaults")) {
     MapReader map(errors, *node, "defaults");
     read_generate_params(map, defaults);
