@@ -86,7 +86,7 @@ TEST_CASE("every spec error names the file, line and column of the offending tex
       {"name: x\nmodel: /m\nkind: generate\nextra: 1\nitems:\n  - {id: a, prompt_ids: [1]}\n",
        "s.yaml:4:1",
        "unknown key 'extra' (known: defaults, items, kind, max_attempts, memory, model, name, "
-       "priority)"},
+       "priority, speculative)"},
       {"name: x\nmodel: /m\nkind: generate\nitems:\n  - {id: a, prompt_ids: [1]}\n  - {id: a, "
        "prompt_ids: [2]}\n",
        "s.yaml:6:10", "items[1].id: duplicate id 'a' (first used at line 5)"},
