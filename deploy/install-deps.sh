@@ -2,7 +2,22 @@
 # Installs, from Debian packages, everything Nightjar needs to build, run and test.
 # Idempotent: when every package is already present it changes nothing and makes no
 # network request. Fails loudly (non-zero, naming the packages) when it cannot install.
+#   deploy/install-deps.sh            the build, run and test dependencies
+#   deploy/install-deps.sh --slurm    also Slurm and MUNGE (tests/slurm/run.sh starts its own
+#                                     daemons; the packages' services are not configured here)
+#   deploy/install-deps.sh --fuzz     also clang with its libFuzzer and sanitizer runtimes and
+#                                     OpenMP, for tests/fuzz/run_fuzz.sh (-DNIGHTJAR_FUZZ=ON)
 set -euo pipefail
+
+slurm=0
+fuzz=0
+for arg in "$@"; do
+  case "$arg" in
+    --slurm) slurm=1 ;;
+    --fuzz) fuzz=1 ;;
+    *) echo "usage: deploy/install-deps.sh [--slurm] [--fuzz] (unknown argument '$arg')" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   g++ cmake make pkg-config           # toolchain
@@ -21,6 +36,11 @@ packages=(
 # NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package).
 if ! command -v node >/dev/null 2>&1; then packages+=(nodejs); fi
 if ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
+# Slurm's controller, node daemon and client commands, and MUNGE (Slurm's authentication).
+if [ "$slurm" = 1 ]; then packages+=(slurm-wlm munge); fi
+# The fuzzers: clang 14 (Debian's default), its runtimes (libclang_rt.fuzzer, asan, ubsan)
+# and its OpenMP (the engine links OpenMP).
+if [ "$fuzz" = 1 ]; then packages+=(clang libclang-rt-14-dev libomp-14-dev); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -41,9 +41,15 @@ Result<JobKind> parse_job_kind(const std::string& name) {
 }
 
 nlohmann::json generate_params_to_json(const GenerateParams& p) {
-  return {{"max_tokens", p.max_tokens}, {"temperature", p.sampling.temperature},
-          {"top_k", p.sampling.top_k},  {"top_p", p.sampling.top_p},
-          {"seed", p.sampling.seed},    {"ignore_eos", p.ignore_eos}};
+  nlohmann::json j = {{"max_tokens", p.max_tokens}, {"temperature", p.sampling.temperature},
+                      {"top_k", p.sampling.top_k},  {"top_p", p.sampling.top_p},
+                      {"seed", p.sampling.seed},    {"ignore_eos", p.ignore_eos}};
+  if (p.chat) j["chat"] = chat_reply_to_json(*p.chat);
+  if (p.logprobs) {
+    j["logprobs"] = true;
+    j["top_logprobs"] = p.top_logprobs;
+  }
+  return j;
 }
 
 Result<GenerateParams> generate_params_from_json(const nlohmann::json& j) {
@@ -66,6 +72,21 @@ Result<GenerateParams> generate_params_from_json(const nlohmann::json& j) {
     if (!it->is_boolean())
       return invalid_argument("item parameters: 'ignore_eos' is not true or false");
     p.ignore_eos = it->get<bool>();
+  }
+  if (auto it = j.find("chat"); it != j.end()) {
+    NJ_ASSIGN_OR_RETURN(ChatReplyOptions chat, chat_reply_from_json(*it));
+    p.chat = std::move(chat);
+  }
+  if (auto it = j.find("logprobs"); it != j.end()) {
+    if (!it->is_boolean())
+      return invalid_argument("item parameters: 'logprobs' is not true or false");
+    p.logprobs = it->get<bool>();
+  }
+  if (auto it = j.find("top_logprobs"); it != j.end()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > kMaxTopLogprobs)
+      return invalid_argument("item parameters: 'top_logprobs' is not a whole number in 0.." +
+                              std::to_string(kMaxTopLogprobs));
+    p.top_logprobs = it->get<int>();
   }
   if (p.max_tokens < 1) return invalid_argument("item parameters: max_tokens < 1");
   NJ_RETURN_IF_ERROR(validate_sampling(p.sampling).with_context("item parameters"));

@@ -15,6 +15,7 @@
 #include "engine/model/sampler.h"
 #include "engine/util/status.h"
 #include "jobs/output_paths.h"
+#include "jobs/chat/chat_reply.h"
 
 namespace nj::jobs {
 
@@ -41,10 +42,21 @@ struct GenerateParams {
   // Generation stops at the tokenizer's end-of-sequence token (as `nightjar generate` does)
   // unless this is set; a model without a tokenizer always runs to max_tokens.
   bool ignore_eos = false;
+  // Set when the prompt is a chat (OpenAI requests): the output is a chat reply, read into
+  // its channels (jobs/chat/chat_reply.h); it ends at <|end_of_msg|> or at a stop string.
+  std::optional<ChatReplyOptions> chat;
+  // Per generated token, its log-probability and those of the `top_logprobs` most likely
+  // ids (engine/model/logprobs.h), stored with the token. Off by default: it costs a pass
+  // over the vocabulary's logits per token and a few bytes of store per token.
+  bool logprobs = false;
+  int top_logprobs = 0;  // 0..kMaxTopLogprobs; only with logprobs
 };
+inline constexpr int kMaxTopLogprobs = 20;  // the OpenAI API's limit
 
 // Stored with each item as JSON:
-// {"max_tokens":..,"temperature":..,"top_k":..,"top_p":..,"seed":..}.
+// {"max_tokens":..,"temperature":..,"top_k":..,"top_p":..,"seed":..,"ignore_eos":..}, plus
+// "chat": chat_reply_to_json(..) for chat prompts and "logprobs": true, "top_logprobs": N
+// when asked for (absent otherwise, so plain items store what they always did).
 nlohmann::json generate_params_to_json(const GenerateParams& p);
 // The inverse; InvalidArgument naming the field on a missing or mistyped value (a store
 // written by a bug or by hand).

@@ -11,6 +11,7 @@
 #include "engine/io/file.h"
 #include "engine/model/config.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "jobs/chat/chat_messages.h"
 #include "jobs/spec_model.h"
 
 namespace nj::jobs {
@@ -21,6 +22,7 @@ using nlohmann::json;
 constexpr int64_t kMaxTokensLimit = 1 << 20;
 constexpr size_t kMaxErrorsListed = 20;
 constexpr size_t kMaxFileBytes = 1u << 30;  // the Batch API's own limit is 200 MB
+constexpr size_t kMaxStopStrings = 4;       // the API's limit
 
 // The errors of one file, each "<file>:<line>: <what>".
 class LineErrors {
@@ -62,61 +64,103 @@ const json* field(const json& obj, const char* key) {
   return it == obj.end() || it->is_null() ? nullptr : &*it;
 }
 
-// Message content: a string, or text parts joined.
-std::optional<std::string> read_content(const json& c, const std::string& path, int line,
-                                        LineErrors& errors) {
-  if (c.is_string()) return c.get<std::string>();
-  if (!c.is_array()) {
-    errors.add(line, path + ": expected text or a list of {\"type\": \"text\", \"text\": ...}");
-    return std::nullopt;
-  }
-  std::string text;
-  for (size_t i = 0; i < c.size(); ++i) {
-    const json& part = c[i];
-    const std::string where = path + "[" + std::to_string(i) + "]";
-    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
-        !part["text"].is_string()) {
-      errors.add(line, where + ": only {\"type\": \"text\", \"text\": TEXT} parts are supported");
-      return std::nullopt;
-    }
-    text += part["text"].get<std::string>();
-  }
-  return text;
+void read_messages(const json& body, OpenAiRequest& req, LineErrors& errors) {
+  std::vector<std::string> problems;
+  const json* messages = field(body, "messages");
+  req.messages = read_chat_messages(messages ? *messages : json(), "body.messages", problems);
+  for (const std::string& p : problems) errors.add(req.line, p);
 }
 
-void read_messages(const json& body, OpenAiRequest& req, LineErrors& errors) {
-  const json* messages = field(body, "messages");
-  if (!messages || !messages->is_array() || messages->empty()) {
-    errors.add(req.line, "body.messages: expected a non-empty list of {role, content}");
-    return;
+// Thinking: reasoning_effort and/or chat_template_kwargs (the header's rules).
+void read_thinking(const json& body, OpenAiRequest& req, LineErrors& errors) {
+  std::optional<ThinkingEffort> effort;
+  std::optional<bool> thinking;
+  if (const json* v = field(body, "reasoning_effort")) {
+    const auto e = v->is_string() ? parse_thinking_effort(v->get<std::string>()) : std::nullopt;
+    if (!e || *e == ThinkingEffort::kMax) {
+      errors.add(req.line, "body.reasoning_effort: expected \"low\", \"medium\" or \"high\"");
+      return;
+    }
+    effort = *e;
+    thinking = true;
   }
-  for (size_t i = 0; i < messages->size(); ++i) {
-    const json& m = (*messages)[i];
-    const std::string path = "body.messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) {
-      errors.add(req.line, path + ": expected {\"role\": ..., \"content\": ...}");
-      continue;
+  if (const json* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object()) {
+      errors.add(req.line, "body.chat_template_kwargs: expected an object");
+      return;
     }
-    check_keys(m, {"role", "content"}, path + ".", req.line, errors);
-    const json* role = field(m, "role");
-    const json* content = field(m, "content");
-    if (!role || !role->is_string()) {
-      errors.add(req.line, path + ".role: missing or not text");
-      continue;
+    check_keys(*kw, {"thinking", "thinking_effort"}, "body.chat_template_kwargs.", req.line,
+               errors);
+    if (const json* t = field(*kw, "thinking")) {
+      if (!t->is_boolean()) {
+        errors.add(req.line, "body.chat_template_kwargs.thinking: expected true or false");
+        return;
+      }
+      if (thinking && !t->get<bool>()) {
+        errors.add(req.line,
+                   "body.chat_template_kwargs.thinking: false, but reasoning_effort turns "
+                   "thinking on");
+        return;
+      }
+      thinking = t->get<bool>();
     }
-    std::string r = role->get<std::string>();
-    if (r == "developer") r = "system";  // the Chat Completions API's newer name for it
-    if (!is_chat_role(r)) {
-      errors.add(req.line, path + ".role: unsupported role '" + r +
-                               "' (supported: system, developer, user, assistant)");
-      continue;
+    if (const json* te = field(*kw, "thinking_effort")) {
+      const auto e = te->is_string() ? parse_thinking_effort(te->get<std::string>()) : std::nullopt;
+      if (!e) {
+        errors.add(req.line,
+                   "body.chat_template_kwargs.thinking_effort: expected \"low\", \"medium\", "
+                   "\"high\" or \"max\"");
+        return;
+      }
+      if (!thinking || !*thinking) {
+        errors.add(req.line,
+                   "body.chat_template_kwargs.thinking_effort: needs \"thinking\": true "
+                   "(thinking is off by default)");
+        return;
+      }
+      if (effort && *effort != *e) {
+        errors.add(req.line, std::string("body.chat_template_kwargs.thinking_effort: '") +
+                                 thinking_effort_name(*e) + "' disagrees with reasoning_effort '" +
+                                 thinking_effort_name(*effort) + "'");
+        return;
+      }
+      effort = *e;
     }
-    if (!content) {
-      errors.add(req.line, path + ".content: missing");
-      continue;
-    }
-    if (auto text = read_content(*content, path + ".content", req.line, errors))
-      req.messages.push_back(ChatMessage{r, *text});
+  }
+  req.chat.thinking = thinking.value_or(false);
+  if (effort) req.chat.effort = *effort;
+}
+
+// stop, logprobs, top_logprobs.
+void read_reply_options(const json& body, OpenAiRequest& req, LineErrors& errors) {
+  ChatReplyOptions reply;
+  reply.thinking = req.chat.thinking;
+  if (const json* v = field(body, "stop")) {
+    const json list = v->is_string() ? json::array({*v}) : *v;
+    bool ok = list.is_array() && !list.empty() && list.size() <= kMaxStopStrings;
+    for (const json& s : ok ? list : json::array())
+      ok = ok && s.is_string() && !s.get<std::string>().empty();
+    if (!ok)
+      errors.add(req.line, "body.stop: expected a non-empty text or a list of 1 to " +
+                               std::to_string(kMaxStopStrings) + " non-empty texts");
+    else
+      reply.stop = list.get<std::vector<std::string>>();
+  }
+  req.params.chat = std::move(reply);
+  if (const json* v = field(body, "logprobs")) {
+    if (!v->is_boolean())
+      errors.add(req.line, "body.logprobs: expected true or false");
+    else
+      req.params.logprobs = v->get<bool>();
+  }
+  if (const json* v = field(body, "top_logprobs")) {
+    if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > kMaxTopLogprobs)
+      errors.add(req.line, "body.top_logprobs: expected a whole number in 0.." +
+                               std::to_string(kMaxTopLogprobs));
+    else if (!req.params.logprobs)
+      errors.add(req.line, "body.top_logprobs: needs \"logprobs\": true");
+    else
+      req.params.top_logprobs = static_cast<int>(v->get<int64_t>());
   }
 }
 
@@ -180,12 +224,15 @@ OpenAiRequest read_request(const json& j, int line, LineErrors& errors) {
     errors.add(line, "body: missing or not an object");
     return req;
   }
-  check_keys(*body,
-             {"messages", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p",
-              "seed", "n"},
-             "body.", line, errors);
+  check_keys(
+      *body,
+      {"messages", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed",
+       "n", "reasoning_effort", "chat_template_kwargs", "stop", "logprobs", "top_logprobs"},
+      "body.", line, errors);
   read_messages(*body, req, errors);
   read_sampling(*body, req, errors);
+  read_thinking(*body, req, errors);
+  read_reply_options(*body, req, errors);
   return req;
 }
 
@@ -211,7 +258,7 @@ Result<std::vector<OpenAiRequest>> parse_openai_batch(const std::string& text,
     json j;
     try {
       j = json::parse(row);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
       std::string what = e.what();
       if (auto colon = what.find("column"); colon != std::string::npos) what = what.substr(colon);
       errors.add(line, "malformed JSON: " + what);
@@ -256,15 +303,16 @@ Result<JobSpec> load_openai_batch(const OpenAiBatchJob& job) {
   if (!tok.ok())
     return invalid_argument(spec.model_where +
                             ": its tokenizer cannot be read: " + tok.status().message());
-  if (Status s = check_chat_specials(*tok); !s.ok())
-    return invalid_argument(job.path + ": " + spec.model_dir + ": " + s.message());
+  auto controls = chat_controls(*tok);
+  if (!controls.ok())
+    return invalid_argument(job.path + ": " + spec.model_dir + ": " + controls.status().message());
 
   for (const OpenAiRequest& req : requests) {
     ItemSpec item;
     item.id = req.custom_id;
     item.where = job.path + ":" + std::to_string(req.line);
     item.prompt_where = item.where;
-    item.prompt_ids = render_chat(*tok, req.messages);
+    item.prompt_ids = render_chat(*tok, *controls, req.messages, req.chat).ids;
     item.params = req.params;
     spec.items.push_back(std::move(item));
   }

@@ -7,23 +7,36 @@
 //    "method": "POST",                   optional; POST when given
 //    "url": "/v1/chat/completions",      optional; this endpoint when given
 //    "body": {                           required
-//      "messages": [{"role": R, "content": C}, ...],   required, non-empty;
-//                                        R = system | user | assistant (developer reads
-//                                        as system); C = text, or a list of
-//                                        {"type": "text", "text": TEXT} parts (joined)
+//      "messages": [...],                required: jobs/chat/chat_messages.h (roles system,
+//                                        developer = system, user, assistant; text content;
+//                                        an assistant's reasoning_content)
 //      "model": TEXT,                    optional, ignored (the job runs --model DIR)
 //      "max_tokens": N,                  optional, 1..1048576, default 64;
 //      "max_completion_tokens": N,       ... the same, under its newer name (not both)
 //      "temperature": X,                 optional, >= 0 (0 = greedy, the default)
 //      "top_p": X,                       optional, in (0, 1]
 //      "seed": N,                        optional, unsigned 64-bit, default 0
-//      "n": 1}}                          optional; only 1
+//      "n": 1,                           optional; only 1
+//      "reasoning_effort": E,            optional: thinking on, at effort E = low | medium |
+//                                        high (the same word in K3's effort message)
+//      "chat_template_kwargs": {         optional, as vLLM accepts it:
+//        "thinking": BOOL,                 thinking on or off (default off)
+//        "thinking_effort": E},            low | medium | high | max (default max); only
+//                                          with "thinking": true
+//      "stop": TEXT | [TEXT, ...],       optional, 1 to 4 non-empty strings, matched on the
+//                                        reply's text (jobs/chat/chat_reply.h)
+//      "logprobs": BOOL,                 optional, default false: per generated token, its
+//                                        log-probability under the model's logits
+//      "top_logprobs": N}}               optional, 0..20, and the N most likely tokens'
+//                                        (needs "logprobs": true)
 //
+// Thinking is off unless a request turns it on: at this engine's speed a reasoning trace
+// costs hours. reasoning_effort and chat_template_kwargs may both be given when they agree.
 // A null value counts as absent. Any other key of a request, its body or a message is an
 // error (an option silently ignored would change the answers). Messages render with K3's
-// chat format (jobs/chat_format.h), which needs the model's tokenizer and its chat specials.
-// Every error names the file and the line ("<file>:<line>: custom_id: missing"), all of a
-// file's errors are reported together, and a rejected file yields no job.
+// chat format (jobs/chat/chat_format.h), which needs the model's tokenizer and its control
+// tokens. Every error names the file and the line ("<file>:<line>: custom_id: missing"), all
+// of a file's errors are reported together, and a rejected file yields no job.
 #pragma once
 
 #include <optional>
@@ -31,7 +44,7 @@
 #include <vector>
 
 #include "engine/util/status.h"
-#include "jobs/chat_format.h"
+#include "jobs/chat/chat_format.h"
 #include "jobs/job_spec.h"
 
 namespace nj::jobs {
@@ -40,7 +53,8 @@ struct OpenAiRequest {
   int line = 0;  // 1-based line in the file
   std::string custom_id;
   std::vector<ChatMessage> messages;
-  GenerateParams params;
+  ChatOptions chat;       // thinking and its effort (how the prompt is rendered)
+  GenerateParams params;  // params.chat: how the reply is read (thinking, stop strings)
 };
 
 // Parses the file's text; `name` prefixes messages. InvalidArgument listing every error as
@@ -59,7 +73,7 @@ struct OpenAiBatchJob {
 // tokenizer into a generate job (items in file order, id = custom_id) whose prompts are
 // token ids. Reads config.json and the tokenizer, never the weights. NotFound / IOError
 // naming the path when it cannot be read; InvalidArgument for a bad file, a missing model,
-// or a model without a tokenizer or chat specials.
+// or a model without a tokenizer or the chat format's control tokens.
 Result<JobSpec> load_openai_batch(const OpenAiBatchJob& job);
 
 }  // namespace nj::jobs

@@ -1,9 +1,9 @@
 // Command-line entry: global flags, logging to stderr, subcommand dispatch, exit codes.
 #include "runner/cli.h"
 
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
@@ -15,10 +15,14 @@ void setup_logging(int verbosity) {
   auto logger = spdlog::stderr_color_mt("nightjar");
   logger->set_pattern("nightjar: %^%l%$: %v");
   spdlog::level::level_enum level = spdlog::level::info;
-  if (verbosity >= 2) level = spdlog::level::trace;
-  else if (verbosity == 1) level = spdlog::level::debug;
-  else if (verbosity == -1) level = spdlog::level::warn;
-  else if (verbosity <= -2) level = spdlog::level::err;
+  if (verbosity >= 2)
+    level = spdlog::level::trace;
+  else if (verbosity == 1)
+    level = spdlog::level::debug;
+  else if (verbosity == -1)
+    level = spdlog::level::warn;
+  else if (verbosity <= -2)
+    level = spdlog::level::err;
   logger->set_level(level);
   spdlog::set_default_logger(logger);
 }
@@ -52,6 +56,8 @@ int run_cli(int argc, char** argv) {
   add_results_command(app, global, table);
   add_validate_command(app, global, table);
   add_report_command(app, global, table);
+  add_slurm_command(app, global, table);
+  add_merge_command(app, global, table);
 
   try {
     app.parse(argc, argv);

@@ -16,12 +16,15 @@
 
 #include "engine/io/env.h"
 #include "engine/model/sampler.h"
-#include "engine/tokenizer/tokenizer.h"
 #include "engine/model/session.h"
 #include "engine/ops/cpu.h"
 #include "engine/spec/decode.h"
 #include "engine/state/state_file.h"
 #include "runner/cmd_generate_batch.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "jobs/chat/chat_format.h"
+#include "jobs/chat/chat_messages.h"
+#include "jobs/chat/chat_reply.h"
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
 #include "runner/model_args.h"
@@ -102,6 +105,8 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     std::string output = "text";
     std::string save_routing;
     std::string prompt_text, prompt_file;
+    std::string chat_file, effort;
+    bool thinking = false;
     bool ignore_eos = false;
     std::string save_state, load_state;
     bool override_sampling = false;
@@ -121,6 +126,19 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
                   "Prompt as token ids, e.g. 3,7,11 (or --prompt / --prompt-file, or --load-state)");
   sub->add_option("--prompt", a->prompt_text, "Prompt as text (needs the model's tokenizer)");
   sub->add_option("--prompt-file", a->prompt_file, "Prompt as the text of a file (- for stdin)");
+  CLI::Option* chat_opt = sub->add_option(
+      "--chat-file", a->chat_file,
+      "Prompt as a conversation ({\"messages\": [...]}, as in an OpenAI chat request) in K3's "
+      "chat format; the output is read as the assistant's reply (answer, and reasoning with "
+      "--thinking)");
+  CLI::Option* thinking_opt = sub->add_flag(
+      "--thinking", a->thinking,
+      "With --chat-file: thinking on (the reply opens in the think channel; costs many tokens)");
+  sub->add_option("--thinking-effort", a->effort,
+                  "With --thinking: low, medium, high or max (default max, the release's)")
+      ->check(CLI::IsMember({"low", "medium", "high", "max"}))
+      ->needs(thinking_opt);
+  thinking_opt->needs(chat_opt);
   sub->add_flag("--ignore-eos", a->ignore_eos,
                 "Keep generating after the end-of-sequence token (by default generation stops there when the "
                 "model has a tokenizer)");
@@ -178,10 +196,11 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
         return report_usage_error("--speculative",
                                   invalid_argument("not yet with --prompts-file (the batch decode loop does "
                                                    "not speculate yet); decode one prompt at a time"));
-      if (!a->prompt_ids.empty() || !a->prompt_text.empty() || !a->prompt_file.empty() || !a->load_state.empty() ||
+      if (!a->prompt_ids.empty() || !a->prompt_text.empty() || !a->prompt_file.empty() || !a->chat_file.empty() ||
+          !a->load_state.empty() ||
           !a->save_state.empty() || !a->save_routing.empty())
         return report_usage_error("--prompts-file",
-                                  invalid_argument("cannot be combined with --prompt-ids, --prompt, --prompt-file, "
+                                  invalid_argument("cannot be combined with --prompt-ids, --prompt, --prompt-file, --chat-file, "
                                                    "--load-state, --save-state or --save-routing-profile"));
       BatchGenerateArgs b;
       b.model = a->model;
@@ -205,9 +224,12 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     }
     if (a->batch > 0) return report_usage_error("--batch", invalid_argument("only applies with --prompts-file"));
     const bool resume = !a->load_state.empty();
-    const int prompt_sources = !a->prompt_ids.empty() + !a->prompt_text.empty() + !a->prompt_file.empty();
+    const int prompt_sources = !a->prompt_ids.empty() + !a->prompt_text.empty() +
+                               !a->prompt_file.empty() + !a->chat_file.empty();
     if (prompt_sources > 1)
-      return report_usage_error("--prompt-ids", invalid_argument("give one of --prompt-ids, --prompt, --prompt-file"));
+      return report_usage_error(
+          "--prompt-ids",
+          invalid_argument("give one of --prompt-ids, --prompt, --prompt-file, --chat-file"));
     if (resume && prompt_sources > 0)
       return report_usage_error("--prompt-ids",
                                 invalid_argument("cannot be combined with --load-state (the saved "
@@ -234,7 +256,24 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       oracle = std::move(*parsed);
     }
     std::vector<int32_t> prompt;
-    if (!a->prompt_ids.empty()) {
+    // A chat: the reply's reader and the controls it needs.
+    std::optional<jobs::ChatControls> controls;
+    jobs::ChatReplyOptions reply_options;
+    if (!a->chat_file.empty()) {
+      if (!tokenizer)
+        return report_failure(not_found(a->model.model +
+                                        ": the model has no tokenizer (tiktoken.model); "
+                                        "a chat needs one"));
+      auto c = jobs::chat_controls(*tokenizer);
+      if (!c.ok()) return report_failure(c.status().with_context(a->model.model));
+      controls = *c;
+      jobs::ChatOptions options;
+      options.thinking = reply_options.thinking = a->thinking;
+      if (!a->effort.empty()) options.effort = *jobs::parse_thinking_effort(a->effort);
+      auto rendered = jobs::render_chat_file(*tokenizer, a->chat_file, options);
+      if (!rendered.ok()) return report_failure(rendered.status());
+      prompt = std::move(rendered->ids);
+    } else if (!a->prompt_ids.empty()) {
       auto parsed = parse_id_list(a->prompt_ids);
       if (!parsed.ok()) return report_usage_error("--prompt-ids", parsed.status());
       prompt = std::move(*parsed);
@@ -314,8 +353,14 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
         drafter = std::make_unique<NgramDrafter>();
       spec.emplace(session, Speculator(std::move(drafter), dl), pass_cost((*model)->layout(), (*model)->plan()));
     }
+    std::optional<jobs::ChatReplyReader> reply;
+    if (controls) reply.emplace(*tokenizer, *controls, reply_options);
+    // Called once for every emitted token, in order (the chat reader follows the reply).
     const int max_tokens = a->max_tokens;
-    auto finishes = [&](int32_t id) { return id == eos || static_cast<int>(out.size()) == max_tokens; };
+    auto finishes = [&](int32_t id) {
+      const bool ended = reply ? reply->push(id) : id == eos;
+      return ended || static_cast<int>(out.size()) == max_tokens;
+    };
     while (static_cast<int>(out.size()) < max_tokens) {
       const int32_t id = sampler.sample(session.last_logits());
       out.push_back(id);
@@ -332,7 +377,7 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       auto accepted = spec->feed(sampler, id, max_tokens - static_cast<int>(out.size()) - 1, finishes, &out);
       if (!accepted.ok()) return report_failure(accepted.status());
       ++decode_steps;
-      if (accepted->finished) {  // a draft was end-of-sequence: plain decoding stops there too
+      if (accepted->finished) {  // a draft ended the generation: plain decoding stops there too
         if (save) {
           const int32_t eos_one[1] = {out.back()};
           if (Status s = session.feed(eos_one); !s.ok()) return report_failure(s);
@@ -363,6 +408,12 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       j["output_ids"] = out;
       if (tokenizer) j["output_text"] = tokenizer->decode(out);
       j["stopped_at_eos"] = !out.empty() && out.back() == eos;
+      if (reply) {
+        const jobs::ChatReply r = reply->reply();
+        j["content"] = r.content ? nlohmann::json(*r.content) : nlohmann::json(nullptr);
+        if (r.reasoning) j["reasoning_content"] = *r.reasoning;
+        j["finish_reason"] = reply->ended() ? "stop" : "length";
+      }
       j["prompt_tokens"] = prompt.size();
       j["generated_tokens"] = out.size();
       if (resume) j["resumed_from_position"] = resume_info.position;
@@ -380,7 +431,18 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       j["stats"] = stats_json(**model, session.stats());
       print_json(j);
     } else {
-      if (tokenizer) {
+      if (reply) {
+        // The reply's channels, never its envelope: the reasoning first (with --thinking),
+        // then the answer ("(none)" when the reply never reached it).
+        const jobs::ChatReply r = reply->reply();
+        if (r.reasoning) {
+          std::printf("[reasoning]\n");
+          std::fwrite(r.reasoning->data(), 1, r.reasoning->size(), stdout);
+          std::printf("\n[answer]\n");
+        }
+        const std::string text = r.content.value_or(r.reasoning ? "(none)" : "");
+        std::fwrite(text.data(), 1, text.size(), stdout);
+      } else if (tokenizer) {
         const std::string text = tokenizer->decode(out);
         std::fwrite(text.data(), 1, text.size(), stdout);
       } else {

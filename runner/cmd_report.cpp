@@ -1,6 +1,9 @@
 // `nightjar report [JOB...] [--home DIR] [--out report.html] [--items N]`: the morning
 // summary (runner/report.h) of the named jobs, or of every job in the store, as text on
-// stdout; with --out also as a self-contained HTML page, written atomically.
+// stdout; with --out also as a self-contained HTML page, written atomically. Over several
+// homes (--home repeated, or a Slurm array's directory DIR among the arguments) each job
+// name makes one report (report_combine.h).
+#include <chrono>
 #include <cstdio>
 #include <memory>
 
@@ -14,6 +17,7 @@
 #include "runner/home.h"
 #include "runner/output.h"
 #include "runner/report.h"
+#include "runner/report_combine.h"
 #include "runner/report_html.h"
 
 namespace nj::runner {
@@ -39,37 +43,58 @@ Result<std::vector<JobRow>> select_jobs(JobStore& store, const std::vector<std::
 void add_report_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
   struct Args {
     std::vector<std::string> jobs;
-    std::string home;
+    std::vector<std::string> homes;
     std::string out;
     size_t items = 20;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
       "report", "The morning summary: items, tokens, wall time, s/token, disk wait (text, HTML)");
-  sub->add_option("job", a->jobs, "Job ids or names (default: every job)");
-  add_home_option(*sub, a->home);
+  sub->add_option("job", a->jobs,
+                  "Job ids or names (default: every job), or a Slurm array's directory "
+                  "(nightjar slurm --out): every task's home");
+  sub->add_option("--home", a->homes,
+                  "Home directory (default: $NIGHTJAR_HOME, else ~/.local/share/nightjar); "
+                  "repeat it for one report over several homes");
   sub->add_option("--out", a->out,
                   "Also write a self-contained HTML page (summary, timeline, I/O share)");
   sub->add_option("--items", a->items, "Per-item lines per job in the text (0 = all)")
       ->capture_default_str();
   table.emplace_back(sub, [a]() -> int {
-    auto home = resolve_home(a->home);
-    if (!home.ok()) return report_usage_error("--home", home.status());
-    auto store = open_home_store(*home, /*create=*/false);
-    if (!store.ok()) return report_failure(store.status());
-    auto jobs = select_jobs(**store, a->jobs);
-    if (!jobs.ok()) return report_failure(jobs.status());
+    ReportSources sources;
+    for (const std::string& arg : a->jobs)
+      (is_array_dir(arg) ? sources.arrays : sources.jobs).push_back(arg);
+    for (const std::string& flag :
+         a->homes.empty() && sources.arrays.empty() ? std::vector<std::string>{""} : a->homes) {
+      auto home = resolve_home(flag);
+      if (!home.ok()) return report_usage_error("--home", home.status());
+      sources.homes.push_back(home->dir);
+    }
     std::vector<JobReport> reports;
-    for (const JobRow& job : *jobs) {
-      auto r = build_job_report(**store, job);
-      if (!r.ok()) return report_failure(r.status());
-      reports.push_back(std::move(*r));
+    double now = 0;
+    if (sources.homes.size() == 1 && sources.arrays.empty()) {
+      auto store = open_home_store(Home{sources.homes.front()}, /*create=*/false);
+      if (!store.ok()) return report_failure(store.status());
+      auto jobs = select_jobs(**store, sources.jobs);
+      if (!jobs.ok()) return report_failure(jobs.status());
+      for (const JobRow& job : *jobs) {
+        auto r = build_job_report(**store, job);
+        if (!r.ok()) return report_failure(r.status());
+        reports.push_back(std::move(*r));
+      }
+      now = (*store)->now();
+    } else {
+      auto all = reports_over_homes(sources);
+      if (!all.ok()) return report_failure(all.status());
+      reports = std::move(*all);
+      now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
     }
     const std::string text = reports.empty() ? "no jobs\n" : report_text(reports, a->items);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     if (!a->out.empty()) {
-      const std::string page = report_html(reports, (*store)->now());
+      const std::string page = report_html(reports, now);
       if (Status s = write_file_durably(*Env::posix(), a->out, page); !s.ok())
         return report_failure(s);
       spdlog::info("wrote the report of {} job(s) to {}", reports.size(), a->out);

@@ -1,5 +1,6 @@
 // `nightjar run`: work through the queued items of the home's store until the queue is empty
-// (--drain), --max-items have finished, the --until deadline or a signal.
+// (--drain), --max-items have finished, the --until deadline or a signal. With --exclusive
+// it first takes the home's lock (home_lock.h).
 #include <unistd.h>
 
 #include <ctime>
@@ -12,6 +13,7 @@
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
 #include "runner/home.h"
+#include "runner/home_lock.h"
 #include "runner/model_args.h"
 #include "runner/output.h"
 #include "runner/progress.h"
@@ -25,6 +27,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
     std::string home;
     std::string until;
     bool drain = false;
+    bool exclusive = false;
     int64_t max_items = 0;
     ModelArgs compute;
     SchedulerOptions sched;
@@ -36,6 +39,9 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
   add_home_option(*sub, a->home);
   sub->add_option("--until", a->until, "Stop gracefully at this local time of day, e.g. 07:00");
   sub->add_flag("--drain", a->drain, "Exit when nothing is queued (default: wait for new work)");
+  sub->add_flag("--exclusive", a->exclusive,
+                "The only run on this home: lock it (run.lock) and take over at once the items "
+                "that runs on any host left running (a requeued Slurm task)");
   sub->add_option("--max-items", a->max_items,
                   "Exit after this many items finished (done or failed)")
       ->check(CLI::PositiveNumber);
@@ -87,13 +93,19 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
       return report_usage_error("--simd", s);
     auto store = open_home_store(*home, /*create=*/true);
     if (!store.ok()) return report_failure(store.status());
+    StopControl stop(deadline, a->until);
+    auto lock = HomeLock::acquire(*home, stop, a->exclusive);
+    if (!lock.ok()) {
+      if (lock.status().code() == StatusCode::kCancelled) return kExitOk;  // a graceful stop
+      return report_failure(lock.status());
+    }
 
     const bool tty = isatty(STDERR_FILENO) && global.verbosity >= 0;
     auto status_line = setup_run_logging(tty, global.verbosity, home->log_path());
     ProgressReporter progress(status_line, a->log_interval_s);
-    StopControl stop(deadline, a->until);
     SchedulerOptions options = a->sched;
     options.drain = a->drain;
+    options.exclusive = a->exclusive;
     if (a->max_items > 0) options.max_items = a->max_items;
     spdlog::info("run started (pid {}, home {}{})", getpid(), home->dir,
                  deadline ? ", until " + a->until : std::string());

@@ -2,6 +2,8 @@
 // model and store the job and its items in one transaction (a rejected spec writes nothing).
 // `nightjar submit --openai-batch FILE.jsonl --model DIR [--name N] [--memory SIZE]`: the same
 // for an OpenAI Batch API input file (jobs/openai_batch.h), as one generate job.
+// `--shard I/N` queues only the items of shard I of N (jobs/shard.h), at most once per home
+// (JobStore::submit_shard): what each task of a `nightjar slurm` array runs first.
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -13,6 +15,7 @@
 #include "engine/util/units.h"
 #include "jobs/openai_batch.h"
 #include "jobs/output_paths.h"
+#include "jobs/shard.h"
 #include "jobs/spec_model.h"
 #include "jobs/spec_parser.h"
 #include "runner/commands.h"
@@ -47,12 +50,15 @@ struct SubmitArgs {
   std::string name;
   std::string memory;
   std::string home;
+  std::string shard;
   std::vector<std::string> allow_outputs;
   std::string output = "text";
 };
 
 // A usage error of the flag combination (exit 2), named by its flag; nullopt when fine.
 std::optional<std::pair<std::string, Status>> usage_error(const SubmitArgs& a) {
+  if (!a.shard.empty())
+    if (auto shard = jobs::parse_shard(a.shard); !shard.ok()) return {{"--shard", shard.status()}};
   if (a.openai_batch.empty()) {
     if (a.spec.empty())
       return {{"SPEC", invalid_argument("give a job spec, or --openai-batch FILE --model DIR")}};
@@ -87,6 +93,13 @@ Result<jobs::JobSpec> load_job(const SubmitArgs& a, const Home& home) {
   return jobs::load_openai_batch(job);
 }
 
+// Keeps the items of `shard` (validation has seen them all).
+void keep_shard(jobs::JobSpec& spec, const jobs::Shard& shard) {
+  std::erase_if(spec.items, [&](const jobs::ItemSpec& item) {
+    return jobs::shard_of(item.id, shard.count) != shard.index;
+  });
+}
+
 }  // namespace
 
 void add_submit_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
@@ -103,6 +116,9 @@ void add_submit_command(CLI::App& app, const GlobalOptions&, CommandTable& table
                   "A directory outside the spec's own where its outputs may be written "
                   "(repeatable; never inside a home)");
   add_home_option(*sub, a->home);
+  sub->add_option("--shard", a->shard,
+                  "I/N: queue only shard I of N of the items (by custom_id hash), once: "
+                  "a second submit of the same shard to the same home queues nothing");
   sub->add_option("--output", a->output, "text (the job id) or json")
       ->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(sub, [a]() -> int {
@@ -114,21 +130,54 @@ void add_submit_command(CLI::App& app, const GlobalOptions&, CommandTable& table
     const std::string& source = a->spec.empty() ? a->openai_batch : a->spec;
     std::error_code ec;
     const std::string spec_path = std::filesystem::absolute(source, ec).lexically_normal().string();
-    auto store = open_home_store(*home, /*create=*/true);
+    std::optional<jobs::Shard> shard;
+    if (!a->shard.empty()) {
+      shard = *jobs::parse_shard(a->shard);
+      keep_shard(*spec, *shard);
+      // A task holds only its shard's items: the job's declared outputs come from `merge`.
+      if (spec->classify && (spec->classify->output_jsonl || spec->classify->output_csv)) {
+        spdlog::info(
+            "shard {}: the spec's outputs are not written by a shard (`nightjar merge` "
+            "writes the whole job's results)",
+            shard->to_string());
+        spec->classify->output_jsonl.reset();
+        spec->classify->output_csv.reset();
+      }
+    }
+    StoreOptions options;
+    // A shard's home is an array task's, on a filesystem shared between hosts (sqlite.h).
+    if (shard) options.journal = sql::Journal::kRollback;
+    auto store = open_home_store(*home, /*create=*/true, options);
     if (!store.ok()) return report_failure(store.status());
-    auto id = (*store)->submit(to_new_job(*spec, spec_path.empty() ? source : spec_path));
-    if (!id.ok()) return report_failure(id.status().with_context(source));
+    const NewJob job = to_new_job(*spec, spec_path.empty() ? source : spec_path);
+    ShardSubmit queued;
+    if (shard) {
+      auto s = (*store)->submit_shard(job, shard->to_string());
+      if (!s.ok()) return report_failure(s.status().with_context(source));
+      queued = *s;
+    } else {
+      auto id = (*store)->submit(job);
+      if (!id.ok()) return report_failure(id.status().with_context(source));
+      queued = {*id, true};
+    }
+    const int64_t id = queued.job_id;
     if (a->output == "json") {
-      print_json({{"job_id", *id},
+      print_json({{"job_id", id},
                   {"name", spec->name},
                   {"kind", jobs::job_kind_name(spec->kind)},
                   {"items", spec->items.size()},
-                  {"home", home->dir}});
+                  {"home", home->dir},
+                  {"shard", shard ? nlohmann::json(shard->to_string()) : nullptr},
+                  {"already_queued", !queued.created}});
     } else {
-      std::printf("%lld\n", static_cast<long long>(*id));
+      std::printf("%lld\n", static_cast<long long>(id));
       std::fflush(stdout);
-      spdlog::info("queued job {} '{}': {} items (home {})", *id, spec->name, spec->items.size(),
-                   home->dir);
+      if (!queued.created)
+        spdlog::info("job {} '{}' (shard {}) was already queued in {}: nothing submitted", id,
+                     spec->name, shard->to_string(), home->dir);
+      else
+        spdlog::info("queued job {} '{}': {} items{} (home {})", id, spec->name, spec->items.size(),
+                     shard ? " of shard " + shard->to_string() : "", home->dir);
     }
     return kExitOk;
   });

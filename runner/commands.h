@@ -29,5 +29,8 @@ void add_results_command(CLI::App& app, const GlobalOptions& global, CommandTabl
 // `validate` (cmd_validate.cpp) and `report` (cmd_report.cpp).
 void add_validate_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 void add_report_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+// Slurm arrays: `slurm` (cmd_slurm.cpp) and `merge` (cmd_merge.cpp).
+void add_slurm_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
+void add_merge_command(CLI::App& app, const GlobalOptions& global, CommandTable& table);
 
 }  // namespace nj::runner

@@ -8,8 +8,10 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/model/logprobs.h"
 #include "engine/model/sampler.h"
 #include "engine/model/session.h"
+#include "jobs/chat/chat_reply.h"
 #include "jobs/job_spec.h"
 
 namespace nj::runner {
@@ -49,17 +51,26 @@ class ItemRun {
                         : output_[static_cast<size_t>(position - p)];
   }
   Progress progress() const {
-    return Progress{stored_,
-                    std::span<const int32_t>(output_).subspan(static_cast<size_t>(stored_)),
-                    prefill_s_, decode_s_, usage_};
+    Progress p{stored_, std::span<const int32_t>(output_).subspan(static_cast<size_t>(stored_)),
+               prefill_s_, decode_s_, usage_};
+    p.logprobs = pending_logprobs_;
+    return p;
   }
   void mark_stored() {
     stored_ = static_cast<int64_t>(output_.size());
+    pending_logprobs_.clear();
     prefill_s_ = decode_s_ = 0;
     usage_ = {};
     last_commit_ = Clock::now();
   }
+  // Whether the output has ended before max_tokens: a chat reply's end (its end of message
+  // or a stop string), else the end-of-sequence token.
+  bool output_ended() const {
+    if (reply_) return reply_->ended();
+    return !output_.empty() && output_.back() == eos_;
+  }
 
+  Status read_chat_reply_so_far();
   void fresh_session();
   // session_->feed, adding what the engine did to usage_.
   Status feed(std::span<const int32_t> ids, std::vector<float>* rows, bool decode);
@@ -83,6 +94,8 @@ class ItemRun {
   std::vector<int32_t> prompt_;
   std::vector<int32_t> output_;  // stored tokens, then this attempt's
   int64_t stored_ = 0;           // output_[0, stored_) is in the store
+  std::vector<TokenLogprobs> pending_logprobs_;   // of output_[stored_, end) (if asked for)
+  std::unique_ptr<jobs::ChatReplyReader> reply_;  // chat items: reads the output so far
   int64_t generated_now_ = 0;
   double prefill_s_ = 0, decode_s_ = 0;  // engine time not yet recorded in the store
   EngineUsage usage_;                    // engine work not yet recorded in the store
@@ -96,6 +109,18 @@ class ItemRun {
   std::string divergence_;
   int64_t fed_prompt_ = 0, fed_replay_ = 0;
 };
+
+// Chat items: the reader of the reply, fed the stored output (a resumed reply may already
+// have ended, e.g. at a stop string, with only the finish missing).
+Status ItemRun::read_chat_reply_so_far() {
+  if (!env_.tokenizer)
+    return invalid_argument("a chat item needs the model's tokenizer, and the model has none");
+  NJ_ASSIGN_OR_RETURN(jobs::ChatControls controls, jobs::chat_controls(*env_.tokenizer));
+  reply_ = std::make_unique<jobs::ChatReplyReader>(*env_.tokenizer, controls, *params_.chat);
+  for (int32_t id : output_)
+    if (reply_->push(id)) break;
+  return Status();
+}
 
 void ItemRun::fresh_session() {
   session_ = std::make_unique<Session>(env_.model, SessionOptions{env_.options.prefill_chunk});
@@ -321,8 +346,8 @@ ItemReport ItemRun::lost() {
 }
 
 Result<ItemReport> ItemRun::finish() {
-  const bool at_eos = !output_.empty() && output_.back() == eos_;
-  NewResult result{at_eos ? "stop" : "length", static_cast<int64_t>(prompt_.size()), std::nullopt};
+  NewResult result{output_ended() ? "stop" : "length", static_cast<int64_t>(prompt_.size()),
+                   std::nullopt};
   if (env_.tokenizer) result.output_text = env_.tokenizer->decode(output_);
   NJ_ASSIGN_OR_RETURN(bool owned, env_.store.finish_item(item_.id, env_.owner, progress(), result));
   if (!owned) return lost();
@@ -348,10 +373,10 @@ Result<ItemReport> ItemRun::run() {
   env_.progress.begin_item(label_, static_cast<int64_t>(output_.size()), params_.max_tokens);
 
   eos_ = env_.tokenizer && !params_.ignore_eos ? env_.tokenizer->eos_id() : -1;
+  if (params_.chat)
+    if (Status s = read_chat_reply_so_far(); !s.ok()) return fail(s.message());
   // Every token stored, only the finish missing (a crash between the two).
-  if (static_cast<int64_t>(output_.size()) == params_.max_tokens ||
-      (!output_.empty() && output_.back() == eos_))
-    return finish();
+  if (static_cast<int64_t>(output_.size()) == params_.max_tokens || output_ended()) return finish();
   auto restored = restore();
   if (!restored.ok()) {
     if (restored.status().code() == StatusCode::kCancelled) return lost();
@@ -405,10 +430,15 @@ Result<ItemReport> ItemRun::run() {
   // The token loop. The state has consumed prompt + output; last_logits predicts the next.
   while (static_cast<int64_t>(output_.size()) < params_.max_tokens) {
     auto t0 = Clock::now();
-    output_.push_back(sampler_->sample(session_->last_logits()));
+    const std::span<const float> logits = session_->last_logits();
+    const int32_t id = sampler_->sample(logits);
+    output_.push_back(id);
+    if (params_.logprobs)
+      pending_logprobs_.push_back(token_logprobs(logits, id, params_.top_logprobs));
+    if (reply_) reply_->push(id);
     ++generated_now_;
     StopControl::publish_tokens(static_cast<int64_t>(output_.size()));
-    if (static_cast<int64_t>(output_.size()) == params_.max_tokens || output_.back() == eos_) {
+    if (static_cast<int64_t>(output_.size()) == params_.max_tokens || output_ended()) {
       decode_s_ += seconds_since(t0);
       break;  // the last token needs no forward pass
     }

@@ -10,8 +10,10 @@
 //   generate  sample -> feed -> every commit_tokens / commit_interval_s: store the tokens;
 //             every checkpoint_tokens / checkpoint_interval_s: store the tokens, write the
 //             state file (durably), then its row.
-//   finish    at max_tokens or the end-of-sequence token: the last tokens, the result and
-//             state 'done' in one transaction.
+//   finish    at max_tokens, at the end-of-sequence token, or, for a chat item, at the end of
+//             its reply (<|end_of_msg|> or a stop string, jobs/chat/chat_reply.h): the last
+//             tokens, the result and state 'done' in one transaction. Items that ask for
+//             log-probabilities store each token's with the token, in the same commit.
 //   stop      (signal or deadline, checked after every token and between prefill chunks)
 //             checkpoint, store the tokens, put the item back in the queue.
 //

@@ -16,6 +16,7 @@
 #include "engine/io/env.h"
 #include "jobs/job_spec.h"
 #include "jobs/output_paths.h"
+#include "runner/result_record.h"
 
 namespace nj::runner {
 namespace {
@@ -26,22 +27,20 @@ std::string number(double v) {
   return buf;
 }
 
-std::string error_of(const ItemRow& item) {
-  return item.last_error && item.state != ItemState::kDone ? *item.last_error : std::string();
+std::string text_of(const nlohmann::json& record, const char* key) {
+  const auto v = record.find(key);
+  return v != record.end() && v->is_string() ? v->get<std::string>() : std::string();
 }
 
-Result<std::string> classify_csv(JobStore& store, const JobRow& job,
-                                 const jobs::ClassifySettings& c) {
+std::string classify_csv(const std::vector<nlohmann::json>& records,
+                         const jobs::ClassifySettings& c) {
   std::string out = "custom_id,status,label";
   for (const auto& label : c.labels) out += "," + csv_field("p(" + label + ")");
   out += ",margin,error\n";
-  NJ_ASSIGN_OR_RETURN(auto items, store.items(job.id));
-  for (const auto& item : items) {
-    NJ_ASSIGN_OR_RETURN(auto r, store.result(item.id));
-    nlohmann::json d;
-    if (r && r->details_json) d = nlohmann::json::parse(*r->details_json, nullptr, false);
+  for (const nlohmann::json& record : records) {
+    const nlohmann::json d = record.value("details", nlohmann::json());
     const bool scored = d.is_object() && d.contains("probabilities");
-    out += csv_field(item.custom_id) + "," + item_state_name(item.state) + ",";
+    out += csv_field(text_of(record, "custom_id")) + "," + text_of(record, "status") + ",";
     out += scored ? csv_field(d.value("label", "")) : "";
     for (const auto& label : c.labels) {
       out += ",";
@@ -51,22 +50,35 @@ Result<std::string> classify_csv(JobStore& store, const JobRow& job,
     out += ",";
     if (scored && d.contains("margin") && d["margin"].is_number())
       out += number(d["margin"].get<double>());
-    out += "," + csv_field(error_of(item)) + "\n";
+    out += "," + csv_field(record_error(record)) + "\n";
   }
   return out;
 }
 
-Result<std::string> generate_csv(JobStore& store, const JobRow& job) {
+std::string generate_csv(const std::vector<nlohmann::json>& records) {
   std::string out = "custom_id,status,finish_reason,output_tokens,output_text,error\n";
-  NJ_ASSIGN_OR_RETURN(auto items, store.items(job.id));
-  for (const auto& item : items) {
-    NJ_ASSIGN_OR_RETURN(auto r, store.result(item.id));
-    out += csv_field(item.custom_id) + "," + item_state_name(item.state) + ",";
-    out += (r ? csv_field(r->finish_reason) : "") + "," + std::to_string(item.tokens_done) + ",";
-    out += (r && r->output_text ? csv_field(*r->output_text) : "") + ",";
-    out += csv_field(error_of(item)) + "\n";
+  for (const nlohmann::json& record : records) {
+    const auto tokens = record.find("output_tokens");
+    out += csv_field(text_of(record, "custom_id")) + "," + text_of(record, "status") + ",";
+    out += csv_field(text_of(record, "finish_reason")) + ",";
+    out += (tokens != record.end() && tokens->is_number_integer()
+                ? std::to_string(tokens->get<int64_t>())
+                : std::string("0")) +
+           ",";
+    out += csv_field(text_of(record, "output_text")) + ",";
+    out += csv_field(record_error(record)) + "\n";
   }
   return out;
+}
+
+Result<std::vector<nlohmann::json>> job_records(JobStore& store, const JobRow& job) {
+  NJ_ASSIGN_OR_RETURN(auto items, store.items(job.id));
+  std::vector<nlohmann::json> records;
+  for (const auto& item : items) {
+    NJ_ASSIGN_OR_RETURN(auto r, store.result(item.id));
+    records.push_back(result_record(item, r));
+  }
+  return records;
 }
 
 // write_file_durably, creating the file's directory first (results/triage.csv). Two `run`
@@ -105,11 +117,17 @@ std::string csv_field(const std::string& text) {
   return out + "\"";
 }
 
-Result<std::string> results_csv(JobStore& store, const JobRow& job) {
-  if (job.kind != "classify") return generate_csv(store, job);
+Result<std::string> records_csv(const std::string& kind, const std::string& settings_json,
+                                const std::vector<nlohmann::json>& records) {
+  if (kind != "classify") return generate_csv(records);
   NJ_ASSIGN_OR_RETURN(auto c, jobs::classify_settings_from_json(
-                                  nlohmann::json::parse(job.settings_json, nullptr, false)));
-  return classify_csv(store, job, c);
+                                  nlohmann::json::parse(settings_json, nullptr, false)));
+  return classify_csv(records, c);
+}
+
+Result<std::string> results_csv(JobStore& store, const JobRow& job) {
+  NJ_ASSIGN_OR_RETURN(auto records, job_records(store, job));
+  return records_csv(job.kind, job.settings_json, records);
 }
 
 Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const JobRow& job,
@@ -139,7 +157,8 @@ Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const J
     written.push_back(*c.output_jsonl);
   }
   if (c.output_csv) {
-    NJ_ASSIGN_OR_RETURN(std::string text, classify_csv(store, job, c));
+    NJ_ASSIGN_OR_RETURN(auto records, job_records(store, job));
+    const std::string text = classify_csv(records, c);
     NJ_RETURN_IF_ERROR(checked(*c.output_csv, "csv"));
     NJ_RETURN_IF_ERROR(write_output(*c.output_csv, text));
     written.push_back(*c.output_csv);

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/util/status.h"
 #include "runner/home.h"
 #include "runner/store/job_store.h"
@@ -24,6 +26,11 @@ Result<std::string> results_jsonl(JobStore& store, const JobRow& job);
 
 // The job's results as CSV (above).
 Result<std::string> results_csv(JobStore& store, const JobRow& job);
+
+// Result records (result_record.h, in order) of a job of `kind` with the stored settings
+// `settings_json` as CSV (above). InvalidArgument when a classify job's settings do not parse.
+Result<std::string> records_csv(const std::string& kind, const std::string& settings_json,
+                                const std::vector<nlohmann::json>& records);
 
 // Writes the outputs the job's spec declared (durably: temp + fsync + rename), each checked
 // again right before its write against the output-path policy it was submitted under

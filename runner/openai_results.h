@@ -10,7 +10,9 @@
 //                                 "model": TEXT,                    (the model directory's name)
 //                                 "choices": [{"index": 0,
 //                                              "message": {"role": "assistant",
-//                                                          "content": TEXT | null},
+//                                                          "content": TEXT | null,
+//                                                          "reasoning_content": TEXT},
+//                                              "logprobs": null | {"content": [TOKEN, ...]},
 //                                              "finish_reason": "stop" | "length"}],
 //                                 "usage": {"prompt_tokens": N, "completion_tokens": N,
 //                                           "total_tokens": N}}},
@@ -19,12 +21,30 @@
 //           "error": {"code": "item_failed" | "item_cancelled" | "not_finished",
 //                     "message": TEXT}}
 //
-// `content` is the output text without the closing end-of-sequence token (null when the
-// model has no tokenizer); `completion_tokens` counts every generated token, that one too.
+//   TOKEN = {"token": TEXT, "logprob": X, "bytes": [BYTE, ...],
+//            "top_logprobs": [{"token": TEXT, "logprob": X, "bytes": [BYTE, ...]}, ...]}
+//
+// For a chat item (an OpenAI request) the message is its reply read into channels
+// (jobs/chat/chat_reply.h): `content` is the response channel's text (null when the reply
+// was cut off before it, e.g. inside the think channel) and `reasoning_content`, present only
+// when thinking was on, the think channel's; the envelope's tokens never reach either.
+// finish_reason is "stop" at the end of the message or at a stop string (whose text is
+// left out) and "length" at max_tokens. For other items `content` is the output text without
+// the closing end-of-sequence token (null when the model has no tokenizer).
+// `logprobs` is null unless the request asked for it; then it has one TOKEN per generated
+// token (completion_tokens of them, the envelope's too, in order): the token's text
+// (its bytes; a control token's name), its log-probability under the model's logits and the
+// top_logprobs most likely tokens'. `completion_tokens` counts every generated token.
 // `<job>` and `<item>` are the store's ids, so ids are unique within a home.
+// Lines written from result records (`nightjar merge --format openai`, several homes) use
+// `<job>_<item>` = "array_<N>", N the item's 0-based place in the job's spec, unique within
+// the array; there `created` is the item's finished_at, `prompt_tokens` the record's (for a
+// classification: document and suffix, without the template's shared prefix), `content`
+// the plain output text (a record does not say how a chat reply splits) and `logprobs` null.
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -33,13 +53,29 @@
 
 namespace nj::runner {
 
-// The output line of `item` (its result `r` when done). `tok` (may be null) decodes the
-// content without the end-of-sequence token; without it the stored output text is used.
-nlohmann::json openai_batch_line(const JobRow& job, const ItemRow& item,
-                                 const std::optional<ResultRow>& r, const Tokenizer* tok);
+// What a done item's line is made of besides its rows.
+struct OpenAiLineInputs {
+  // Decodes the content (may be null: the stored output text is used for plain items).
+  const Tokenizer* tok = nullptr;
+  // The item's stored per-token log-probabilities, when it asked for them.
+  const std::vector<TokenLogprobs>* logprobs = nullptr;
+};
+
+// The output line of `item` (its result `r` when done). InvalidArgument when the item is a
+// chat reply or asked for log-probabilities and `in` lacks the tokenizer or the
+// log-probabilities it needs, or when its stored parameters do not parse.
+Result<nlohmann::json> openai_batch_line(const JobRow& job, const ItemRow& item,
+                                         const std::optional<ResultRow>& r,
+                                         const OpenAiLineInputs& in);
+
+// The output line of a result record (result_record.h) under the key `key` ("<job>_<item>"
+// above) for a model directory named `model_name`; `tok` as above.
+nlohmann::json openai_batch_line(const nlohmann::json& record, const std::string& key,
+                                 const std::string& model_name, const Tokenizer* tok);
 
 // Every item's line, in spec order, newline-terminated. Loads the job's tokenizer when its
-// model has one (and uses the stored output text when it cannot be read). Store errors.
+// model has one (plain items use the stored output text when it cannot be read; chat items
+// then fail, naming the tokenizer's error). Store errors.
 Result<std::string> openai_batch_text(JobStore& store, const JobRow& job,
                                       const std::vector<ItemRow>& items);
 

@@ -173,8 +173,12 @@ std::string report_text(const std::vector<JobReport>& jobs, size_t max_items) {
   for (size_t k = 0; k < jobs.size(); ++k) {
     const JobReport& r = jobs[k];
     if (k) out += "\n";
-    out += printf_string("job %lld '%s' (%s): %s\n", static_cast<long long>(r.job.id),
-                         r.job.name.c_str(), r.job.kind.c_str(), r.state());
+    if (r.homes > 1)
+      out += printf_string("job '%s' (%s) in %d homes: %s\n", r.job.name.c_str(),
+                           r.job.kind.c_str(), r.homes, r.state());
+    else
+      out += printf_string("job %lld '%s' (%s): %s\n", static_cast<long long>(r.job.id),
+                           r.job.name.c_str(), r.job.kind.c_str(), r.state());
     out += "  model:            " + r.job.model_dir + "\n";
     out += printf_string(
         "  items:            %lld done, %lld failed, %lld cancelled, %lld queued, "

@@ -52,6 +52,8 @@ struct JobReport {
   double engine_s = 0;
   EngineUsage usage;
   std::vector<ItemReport> items;  // in spec order
+  int homes = 1;  // homes the job's items are in (several: report_combine.h); job.id is the
+                  // first part's
 
   int64_t total() const { return done + failed + cancelled + queued + running; }
   std::optional<double> wall_s() const;

@@ -195,8 +195,11 @@ std::string report_html(const std::vector<JobReport>& jobs, double generated_at)
        "outside the engine (queued, stopped, overhead)<span class=\"swatch-running\"></span>"
        "still running at the report's time</p>\n";
   for (const JobReport& r : jobs) {
-    h += "<h2>Job " + std::to_string(r.job.id) + ": " + html_escape(r.job.name) + " (" +
-         html_escape(r.job.kind) + ", " + r.state() + ")</h2>\n";
+    h += "<h2>" +
+         (r.homes > 1 ? "Job in " + std::to_string(r.homes) + " homes"
+                      : "Job " + std::to_string(r.job.id)) +
+         ": " + html_escape(r.job.name) + " (" + html_escape(r.job.kind) + ", " + r.state() +
+         ")</h2>\n";
     h += summary_table(r);
     h += "<h3>Share of engine time waiting on disk: " + format_share(r.disk_share()) + "</h3>\n";
     h += share_bar(r.disk_share());

@@ -135,6 +135,9 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
   item_options.prefill_chunk = options.prefill_chunk;
   bool said_idle = false;
   const auto t_start = Clock::now();
+  const OwnerAliveFn alive =
+      options.exclusive ? OwnerAliveFn([&owner](const std::string& o) { return o == owner; })
+                        : OwnerAliveFn(lease_owner_alive);
 
   for (;;) {
     if (auto reason = stop.reason()) {
@@ -146,7 +149,7 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
       break;
     }
     NJ_ASSIGN_OR_RETURN(std::optional<Claim> claim,
-                        store.claim_next(owner, options.lease_s, lease_owner_alive));
+                        store.claim_next(owner, options.lease_s, alive));
     if (!claim) {
       if (options.drain) {
         summary.end_reason = "queue empty";

@@ -22,7 +22,10 @@ struct SchedulerOptions {
   // thread). Only a stuck process or another host waits this long: a lease whose process
   // died on this host is reclaimed at once.
   double lease_s = 600;
-  bool drain = false;                // exit when nothing is queued (else wait for work)
+  bool drain = false;  // exit when nothing is queued (else wait for work)
+  // The caller holds the home's lock (home_lock.h): no other run works on this home, so every
+  // lease held by another owner, on any host, is left by a dead run and reclaimed at once.
+  bool exclusive = false;
   std::optional<int64_t> max_items;  // exit after this many items finished (done or failed)
   double poll_interval_s = 5;        // how often an idle run looks for new work
   int prefill_chunk = kDefaultPrefillChunk;  // engine SessionOptions::prefill_chunk

@@ -2,6 +2,7 @@
 #include "engine/model/config.h"
 
 #include <cmath>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -173,6 +174,23 @@ Status validate(const ConfigReader& r, const ModelConfig& c) {
   }
   if (!(c.rms_eps > 0))
     return fail(r.path("rms_norm_eps", false), std::to_string(c.rms_eps), "must be positive");
+  // The widths the engine derives (ModelConfig::kda_width() and the others) are ints: each
+  // size is at most 2^30, but their products are not (found by fuzz_config).
+  const int64_t kda_width = int64_t{c.kda_heads} * c.kda_head_dim;
+  const int64_t mla_q_width = int64_t{c.heads} * (int64_t{c.qk_nope} + c.qk_rope);
+  const int64_t shared_inter = int64_t{c.num_shared} * c.moe_inter;
+  constexpr int64_t kMaxWidth = std::numeric_limits<int>::max();
+  if (kda_width > kMaxWidth)
+    return fail(r.path("head_dim", true), std::to_string(c.kda_head_dim),
+                "num_heads x head_dim = " + std::to_string(kda_width) + " is too large");
+  if (mla_q_width > kMaxWidth)
+    return fail(r.path("num_attention_heads", false), std::to_string(c.heads),
+                "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim) = " +
+                    std::to_string(mla_q_width) + " is too large");
+  if (shared_inter > kMaxWidth)
+    return fail(r.path("num_shared_experts", false), std::to_string(c.num_shared),
+                "num_shared_experts x moe_intermediate_size = " + std::to_string(shared_inter) +
+                    " is too large");
   return Status();
 }
 
@@ -189,7 +207,7 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
   json root;
   try {
     root = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     return invalid_argument(name + ": not valid JSON: " + e.what());
   }
   if (!root.is_object()) return invalid_argument(name + ": expected a JSON object");

@@ -179,14 +179,17 @@ Result<bool> use_trunk_pack(Env& env, const std::string& dir, const TensorIndex&
     for (size_t u = 0; u < units.size(); ++u) {
       const auto& ju = mu[u];
       const uint64_t off = ju.at("offset").get<uint64_t>(), len = ju.at("length").get<uint64_t>();
-      if (off % kDirectAlign || off + len > pack_bytes) return refuse("damaged: unit " + std::to_string(u) + " lies outside the pack");
+      // Written so that no sum can wrap (offsets are any u64 in a damaged manifest).
+      if (off % kDirectAlign || off > pack_bytes || len > pack_bytes - off)
+        return refuse("damaged: unit " + std::to_string(u) + " lies outside the pack");
       std::map<std::string, uint64_t> by_name;
       for (const auto& t : ju.at("tensors")) by_name[t.at("name").get<std::string>()] = t.at("offset").get<uint64_t>();
       if (by_name.size() != units[u].size()) return refuse("stale: unit " + std::to_string(u) + " holds other tensors");
       for (TensorSlot* s : units[u]) {
         auto it = by_name.find(std::string(s->info->name));
         if (it == by_name.end()) return refuse("stale: tensor '" + std::string(s->info->name) + "' is not in the pack");
-        if (it->second + s->info->nbytes > len) return refuse("damaged: tensor '" + it->first + "' runs past its unit");
+        if (it->second > len || s->info->nbytes > len - it->second)
+          return refuse("damaged: tensor '" + it->first + "' runs past its unit");
         offsets[u].push_back(it->second);
       }
       UnitLayout& nu = new_units[u];

@@ -10,8 +10,8 @@
 // In a generation:
 //   NJ_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(model_dir));
 //   std::vector<int32_t> prompt = tok.encode(user_text);     // a base continuation
-//   // or, for a chat turn, the template with its specials read as specials:
-//   //   tok.encode_with_specials("<|open|>user<|sep|>") + tok.encode(user_text) + ...
+//   // or, for a chat, jobs/chat/chat_format.h: control tokens by special_id(), text runs
+//   // (user text included) by encode()
 //   StreamDecoder out(tok);
 //   for each sampled id: stop at the model's eos; else print(out.push(id));
 //   print(out.finish());

@@ -48,6 +48,8 @@ Result<TokenizerConfig> parse_tokenizer_config(std::string_view contents, const 
     const size_t colon = what.find(": ");
     if (colon != std::string::npos) what = what.substr(colon + 2);
     return corruption(name + ":" + line_col(contents, at) + ": invalid JSON: " + what);
+  } catch (const json::exception& e) {  // out_of_range: a number like 1e999
+    return corruption(name + ": invalid JSON: " + e.what());
   }
   if (!root.is_object()) return corruption(name + ": the top level must be a JSON object");
 

@@ -8,13 +8,14 @@
 //       ...
 //     },
 //     "bos_token": "[BOS]",                     // a string, or {"content": "..."}
-//     "eos_token": "<|close|>"                  // required; names a special token
+//     "eos_token": "<|end_of_msg|>"             // required; names a special token
 //   }
 //
 // K3 reserves the 256 ids after the BPE ranks for specials (163584..163839); the file
 // names some of them and the rest are "<|reserved_token_ID|>", as in the reference
-// tokenizer. Errors name the file and the key, or the line and column of a JSON
-// syntax error.
+// tokenizer. Every one of those ids is a special id whatever its "special" flag: K3 leaves
+// <|close|> and <|sep|> unmarked (k3-model.md 9.1), and they are still single control ids.
+// Errors name the file and the key, or the line and column of a JSON syntax error.
 #pragma once
 
 #include <map>

@@ -1,6 +1,8 @@
 // The job store: opening and migrating, submitting, queries, cancel and retry.
 #include "runner/store/job_store.h"
 
+#include <bit>
+
 #include <chrono>
 #include <cstring>
 
@@ -166,6 +168,40 @@ std::vector<int32_t> blob_to_ids(std::span<const uint8_t> blob) {
   return out;
 }
 
+namespace {
+
+void put_u32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(v >> (8 * b)));
+}
+uint32_t get_u32(std::span<const uint8_t> in, size_t at) {
+  uint32_t v = 0;
+  for (int b = 0; b < 4; ++b) v |= static_cast<uint32_t>(in[at + b]) << (8 * b);
+  return v;
+}
+
+}  // namespace
+
+std::vector<uint8_t> logprobs_to_blob(const TokenLogprobs& lp) {
+  std::vector<uint8_t> out;
+  out.reserve(4 + 8 * lp.top.size());
+  put_u32(out, std::bit_cast<uint32_t>(lp.logprob));
+  for (const auto& [id, logprob] : lp.top) {
+    put_u32(out, static_cast<uint32_t>(id));
+    put_u32(out, std::bit_cast<uint32_t>(logprob));
+  }
+  return out;
+}
+
+std::optional<TokenLogprobs> blob_to_logprobs(std::span<const uint8_t> blob) {
+  if (blob.size() < 4 || (blob.size() - 4) % 8 != 0) return std::nullopt;
+  TokenLogprobs lp;
+  lp.logprob = std::bit_cast<float>(get_u32(blob, 0));
+  for (size_t at = 4; at < blob.size(); at += 8)
+    lp.top.emplace_back(static_cast<int32_t>(get_u32(blob, at)),
+                        std::bit_cast<float>(get_u32(blob, at + 4)));
+  return lp;
+}
+
 // ---- open and migrate -------------------------------------------------------------------
 
 JobStore::JobStore(std::unique_ptr<sql::Db> db, StoreOptions options) : db_(std::move(db)) {
@@ -184,7 +220,8 @@ const std::string& JobStore::path() const {
 Result<std::unique_ptr<JobStore>> JobStore::open(const std::string& path, bool create,
                                                  StoreOptions options) {
   const bool quick_check = options.quick_check;
-  NJ_ASSIGN_OR_RETURN(auto db, sql::Db::open(path, create, options.busy_timeout_ms));
+  NJ_ASSIGN_OR_RETURN(auto db,
+                      sql::Db::open(path, create, options.busy_timeout_ms, options.journal));
   std::unique_ptr<JobStore> store(new JobStore(std::move(db), std::move(options)));
   if (quick_check) {
     NJ_ASSIGN_OR_RETURN(Stmt s, store->db_->prepare("PRAGMA quick_check"));
@@ -258,11 +295,17 @@ Status JobStore::migrate(bool create) {
 
 Result<int64_t> JobStore::submit(const NewJob& job) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
-  const double now = clock_();
+  NJ_ASSIGN_OR_RETURN(int64_t job_id, insert_job(job, clock_(), nullptr, nullptr));
+  NJ_RETURN_IF_ERROR(txn->commit());
+  return job_id;
+}
+
+Result<int64_t> JobStore::insert_job(const NewJob& job, double now, const std::string* shard,
+                                     const std::string* digest) {
   NJ_ASSIGN_OR_RETURN(
-      Stmt j,
-      db_->prepare("INSERT INTO jobs (name, kind, model_dir, memory_bytes, max_attempts, "
-                   "priority, spec_path, settings, created_at) VALUES (?,?,?,?,?,?,?,?,?)"));
+      Stmt j, db_->prepare("INSERT INTO jobs (name, kind, model_dir, memory_bytes, max_attempts, "
+                           "priority, spec_path, settings, created_at, shard, submission) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?,?)"));
   j.bind(1, job.name).bind(2, job.kind).bind(3, job.model_dir);
   if (job.memory_bytes)
     j.bind(4, static_cast<int64_t>(*job.memory_bytes));
@@ -273,6 +316,10 @@ Result<int64_t> JobStore::submit(const NewJob& job) {
       .bind(7, job.spec_path)
       .bind(8, job.settings_json)
       .bind(9, now);
+  if (shard)
+    j.bind(10, *shard).bind(11, *digest);
+  else
+    j.bind_null(10).bind_null(11);
   NJ_RETURN_IF_ERROR(j.run());
   const int64_t job_id = db_->last_insert_rowid();
 
@@ -293,10 +340,9 @@ Result<int64_t> JobStore::submit(const NewJob& job) {
       return s;
     }
   }
-  NJ_RETURN_IF_ERROR(
-      insert_event(*db_, now, job_id, std::nullopt, "submitted",
-                   nlohmann::json{{"items", job.items.size()}, {"spec", job.spec_path}}.dump()));
-  NJ_RETURN_IF_ERROR(txn->commit());
+  nlohmann::json detail = {{"items", job.items.size()}, {"spec", job.spec_path}};
+  if (shard) detail["shard"] = *shard;
+  NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, std::nullopt, "submitted", detail.dump()));
   return job_id;
 }
 
@@ -399,6 +445,26 @@ Result<std::vector<ItemRow>> JobStore::items(int64_t job_id) {
 
 Result<std::vector<int32_t>> JobStore::tokens(int64_t item_id) {
   return read_tokens(*db_, item_id);
+}
+
+Result<std::vector<TokenLogprobs>> JobStore::token_logprobs(int64_t item_id) {
+  NJ_ASSIGN_OR_RETURN(
+      Stmt s, db_->prepare("SELECT pos, logprobs FROM tokens WHERE item_id = ? ORDER BY pos"));
+  s.bind(1, item_id);
+  std::vector<TokenLogprobs> out;
+  for (;;) {
+    NJ_ASSIGN_OR_RETURN(bool row, s.step());
+    if (!row) break;
+    const std::string where = db_->path() + ": item " + std::to_string(item_id) +
+                              ", output token " + std::to_string(out.size());
+    if (s.int64(0) != static_cast<int64_t>(out.size()))
+      return corruption(where + ": a gap in the tokens");
+    if (s.is_null(1)) return corruption(where + ": no log-probabilities stored");
+    std::optional<TokenLogprobs> lp = blob_to_logprobs(s.blob(1));
+    if (!lp) return corruption(where + ": log-probabilities of a size that fits no entry");
+    out.push_back(std::move(*lp));
+  }
+  return out;
 }
 
 Result<std::vector<CheckpointRow>> JobStore::checkpoints(int64_t item_id) {

@@ -5,12 +5,12 @@
 //
 //   schema_version(version)                         one row: the last applied migration
 //   jobs(id, name, kind, model_dir, memory_bytes, max_attempts, priority, spec_path,
-//        settings, created_at)
+//        settings, created_at, shard, submission)
 //   items(id, job_id, seq, custom_id, input_text, prompt_ids, params, state, attempts,
 //         claims, lease_owner, lease_expires, tokens_done, prefill_s, decode_s,
 //         last_error, started_at, finished_at,
 //         io_wait_s, compute_s, bytes_read, tokens_fed, decode_steps)   UNIQUE(job_id, custom_id)
-//   tokens(item_id, pos, token_id)                  the append-only output log
+//   tokens(item_id, pos, token_id, logprobs)        the append-only output log
 //   checkpoints(id, item_id, position, tokens_done, path, bytes, created_at)
 //   results(item_id, finish_reason, prompt_tokens, output_tokens, output_ids,
 //           output_text, prefill_s, decode_s, created_at, details)   at most one per item
@@ -38,13 +38,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/logprobs.h"
 #include "engine/util/status.h"
+#include "runner/store/sqlite.h"
 
 namespace nj::runner {
-
-namespace sql {
-class Db;
-}
 
 enum class ItemState { kQueued, kRunning, kDone, kFailed, kCancelled };
 const char* item_state_name(ItemState s);
@@ -67,6 +65,12 @@ struct NewJob {
   std::string spec_path;
   std::string settings_json;
   std::vector<NewItem> items;
+};
+
+// What submit_shard did: queued the job, or found it already queued by an earlier call.
+struct ShardSubmit {
+  int64_t job_id = 0;
+  bool created = false;
 };
 
 struct JobRow {
@@ -172,13 +176,15 @@ struct Claim {
 };
 
 // Progress the runner hands over with every write: output tokens not yet stored (output
-// positions first_pos, first_pos+1, ...) and engine time since the last write.
+// positions first_pos, first_pos+1, ...), their log-probabilities when the item asked for
+// them (empty, or one per token), and engine time since the last write.
 struct Progress {
   int64_t first_pos = 0;
   std::span<const int32_t> tokens;
   double prefill_s = 0;
   double decode_s = 0;
   EngineUsage usage;
+  std::span<const TokenLogprobs> logprobs;  // empty, or one per token
 };
 
 struct NewCheckpoint {
@@ -202,6 +208,10 @@ struct StoreOptions {
   // PRAGMA quick_check on open: finds a damaged file before work is written into it. Cost is
   // linear in the file size (a second per few hundred MB); heartbeat connections skip it.
   bool quick_check = true;
+  // The journal of a store this open creates (an existing store keeps its own; sqlite.h
+  // Journal). WAL unless the store lives on a filesystem shared between hosts (a Slurm
+  // task's home), where only a rollback journal is safe.
+  sql::Journal journal = sql::Journal::kWal;
   // Wall-clock seconds since the epoch; leases compare clocks of several processes.
   // Tests substitute their own.
   std::function<double()> clock;
@@ -229,6 +239,13 @@ class JobStore {
   // FailedPrecondition naming the custom_id on a duplicate id.
   Result<int64_t> submit(const NewJob& job);
 
+  // Submits `job` as shard `shard` ("I/N", jobs/shard.h) of an array, at most once
+  // (shard_submit.cpp): when the store already holds a shard of a job of this name with the
+  // same digest (job_digest), it writes nothing and returns that job. FailedPrecondition
+  // naming both when it holds another shard or another digest under the name (a changed
+  // spec, or another --tasks count). Atomic like submit.
+  Result<ShardSubmit> submit_shard(const NewJob& job, const std::string& shard);
+
   Result<std::vector<JobSummary>> list_jobs();
   Result<JobSummary> job_summary(int64_t job_id);
   // A job by numeric id or by name (the name must be unique). NotFound / InvalidArgument.
@@ -236,6 +253,9 @@ class JobStore {
   // Items in spec order.
   Result<std::vector<ItemRow>> items(int64_t job_id);
   Result<std::vector<int32_t>> tokens(int64_t item_id);
+  // The log-probabilities stored with the item's tokens, in output order. Corruption naming
+  // the position when a token has none or an unreadable one.
+  Result<std::vector<TokenLogprobs>> token_logprobs(int64_t item_id);
   Result<std::optional<ResultRow>> result(int64_t item_id);
   Result<std::vector<CheckpointRow>> checkpoints(int64_t item_id);
   // Events of a job (item_id unset) or of one item, oldest first.
@@ -296,6 +316,9 @@ class JobStore {
  private:
   JobStore(std::unique_ptr<sql::Db> db, StoreOptions options);
   Status migrate(bool create);
+  // The INSERTs of submit, inside the caller's transaction.
+  Result<int64_t> insert_job(const NewJob& job, double now, const std::string* shard,
+                             const std::string* digest);
   Result<bool> write_progress(int64_t item_id, const std::string& owner, const Progress& progress,
                               double lease_s);
 
@@ -305,8 +328,16 @@ class JobStore {
   double lease_s_ = 0;  // the lease length of the last claim (extended with each write)
 };
 
+// A digest of what `job` queues (migration 004: everything but spec_path), 16 hex digits.
+std::string job_digest(const NewJob& job);
+
 // Token ids <-> the int32 little-endian blobs stored in items.prompt_ids and results.output_ids.
 std::vector<uint8_t> ids_to_blob(std::span<const int32_t> ids);
 std::vector<int32_t> blob_to_ids(std::span<const uint8_t> blob);
+
+// TokenLogprobs <-> the blob in tokens.logprobs (format in 003_token_logprobs.sql).
+// blob_to_logprobs: nullopt when the size does not fit the format.
+std::vector<uint8_t> logprobs_to_blob(const TokenLogprobs& lp);
+std::optional<TokenLogprobs> blob_to_logprobs(std::span<const uint8_t> blob);
 
 }  // namespace nj::runner

@@ -137,6 +137,10 @@ Result<bool> JobStore::heartbeat(int64_t item_id, const std::string& owner, doub
 Result<bool> JobStore::write_progress(int64_t item_id, const std::string& owner, const Progress& p,
                                       double lease_s) {
   const int64_t n = static_cast<int64_t>(p.tokens.size());
+  if (!p.logprobs.empty() && p.logprobs.size() != p.tokens.size())
+    return internal_error("item " + std::to_string(item_id) + ": " +
+                          std::to_string(p.logprobs.size()) + " log-probabilities for " +
+                          std::to_string(n) + " tokens");
   NJ_ASSIGN_OR_RETURN(
       Stmt u, db_->prepare("UPDATE items SET lease_expires = ?, tokens_done = tokens_done + ?, "
                            "prefill_s = prefill_s + ?, decode_s = decode_s + ?, "
@@ -163,13 +167,16 @@ Result<bool> JobStore::write_progress(int64_t item_id, const std::string& owner,
     return false;
   }
   if (n > 0) {
-    NJ_ASSIGN_OR_RETURN(Stmt ins,
-                        db_->prepare("INSERT INTO tokens (item_id, pos, token_id) VALUES (?,?,?)"));
+    NJ_ASSIGN_OR_RETURN(
+        Stmt ins,
+        db_->prepare("INSERT INTO tokens (item_id, pos, token_id, logprobs) VALUES (?,?,?,?)"));
     for (int64_t k = 0; k < n; ++k) {
-      NJ_RETURN_IF_ERROR(ins.bind(1, item_id)
-                             .bind(2, p.first_pos + k)
-                             .bind(3, static_cast<int64_t>(p.tokens[k]))
-                             .run());
+      ins.bind(1, item_id).bind(2, p.first_pos + k).bind(3, static_cast<int64_t>(p.tokens[k]));
+      if (p.logprobs.empty())
+        ins.bind_null(4);
+      else
+        ins.bind_blob(4, logprobs_to_blob(p.logprobs[static_cast<size_t>(k)]));
+      NJ_RETURN_IF_ERROR(ins.run());
     }
   }
   return true;

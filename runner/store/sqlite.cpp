@@ -142,7 +142,19 @@ bool Stmt::is_null(int col) const {
 
 // ---- Db -------------------------------------------------------------------------------
 
-Result<std::unique_ptr<Db>> Db::open(const std::string& path, bool create, int busy_timeout_ms) {
+namespace {
+
+// The journal mode the connection is in after the PRAGMA (lower case), or an error.
+Result<std::string> set_journal_mode(Db& db, const char* pragma) {
+  NJ_ASSIGN_OR_RETURN(Stmt s, db.prepare(pragma));
+  NJ_ASSIGN_OR_RETURN(bool row, s.step());
+  return row ? s.text(0) : std::string("?");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Db>> Db::open(const std::string& path, bool create, int busy_timeout_ms,
+                                     Journal journal) {
   sqlite3* raw = nullptr;
   const int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
@@ -156,12 +168,29 @@ Result<std::unique_ptr<Db>> Db::open(const std::string& path, bool create, int b
   std::unique_ptr<Db> db(new Db(path, raw));
   sqlite3_busy_timeout(raw, busy_timeout_ms);
   sqlite3_extended_result_codes(raw, 1);
-  // WAL: readers never block the writer and a commit appends instead of rewriting pages.
-  NJ_ASSIGN_OR_RETURN(Stmt wal, db->prepare("PRAGMA journal_mode=WAL"));
-  NJ_ASSIGN_OR_RETURN(bool row, wal.step());
-  if (!row || wal.text(0) != "wal")
-    return io_error(path + ": the job store cannot use write-ahead logging (journal_mode is '" +
-                    (row ? wal.text(0) : std::string("?")) + "'); is it on a network filesystem?");
+  // Reading the schema reads the file's header, which says whether it is a WAL database (a
+  // rollback journal left by a crash is rolled back here too). No pages: a new file.
+  bool is_new = true;
+  {
+    NJ_ASSIGN_OR_RETURN(Stmt pages, db->prepare("PRAGMA page_count"));
+    NJ_ASSIGN_OR_RETURN(bool row, pages.step());
+    is_new = !row || pages.int64(0) == 0;
+  }
+  NJ_ASSIGN_OR_RETURN(std::string mode, set_journal_mode(*db, "PRAGMA journal_mode"));
+  if (is_new ? journal == Journal::kRollback : mode != "wal") {
+    NJ_ASSIGN_OR_RETURN(mode, set_journal_mode(*db, "PRAGMA journal_mode=TRUNCATE"));
+    if (mode != "truncate")
+      return io_error(path + ": the job store cannot use a rollback journal (journal_mode is '" +
+                      mode + "')");
+    db->journal_ = Journal::kRollback;
+  } else {
+    NJ_ASSIGN_OR_RETURN(mode, set_journal_mode(*db, "PRAGMA journal_mode=WAL"));
+    if (mode != "wal")
+      return io_error(path + ": the job store cannot use write-ahead logging (journal_mode is '" +
+                      mode +
+                      "'); is it on a network filesystem? (a Slurm task's home, created "
+                      "by `submit --shard`, uses a rollback journal)");
+  }
   NJ_RETURN_IF_ERROR(db->exec("PRAGMA foreign_keys=ON"));
   NJ_RETURN_IF_ERROR(db->set_sync(Sync::kFull));
   return db;
@@ -205,6 +234,8 @@ int64_t Db::last_insert_rowid() const {
 }
 
 Status Db::set_sync(Sync sync) {
+  // In rollback mode synchronous=NORMAL could leave a torn database after a power cut.
+  if (journal_ == Journal::kRollback) sync = Sync::kFull;
   if (sync_ == sync) return Status();
   NJ_RETURN_IF_ERROR(
       exec(sync == Sync::kFull ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"));

@@ -75,17 +75,34 @@ class Stmt {
 enum class Sync {
   kFull,    // fsync on every commit: state transitions, checkpoint rows, results
   kNormal,  // WAL appended, fsync at the next kFull commit or WAL checkpoint: token appends,
-            // which a power cut may lose but a process crash never does
+            // which a power cut may lose but a process crash never does (WAL only: a
+            // rollback-journal database commits every transaction as kFull)
+};
+
+// How a database keeps its journal. Chosen when the file is created; the file then keeps it
+// (SQLite records WAL in the file's header, and a file without that mark is opened in
+// rollback mode), whatever a later open asks for.
+enum class Journal {
+  // Write-ahead log: readers never block the writer and a commit appends. Its index lives in
+  // shared memory (the -shm file, mmap), which only processes of one host see coherently.
+  kWal,
+  // Rollback journal, journal_mode=TRUNCATE: every connection coordinates through POSIX
+  // byte-range locks on the database file alone, which a shared filesystem (NFS, Lustre,
+  // ...) provides between hosts. TRUNCATE rather than DELETE: with synchronous=FULL a
+  // truncated journal is fsynced (a deleted one is not, unless its directory is), and a
+  // truncate costs a shared filesystem one attribute change instead of a directory update.
+  kRollback,
 };
 
 // One connection. Not thread-safe: one thread at a time (each thread opens its own).
 class Db {
  public:
-  // Opens (creating when `create` is true) the database at `path`, in WAL mode, with foreign
-  // keys on and `busy_timeout_ms` of waiting for other connections' locks.
+  // Opens (creating when `create` is true) the database at `path`, with foreign keys on and
+  // `busy_timeout_ms` of waiting for other connections' locks. A new (or empty) file gets
+  // `journal`; an existing one keeps the journal it has (see Journal).
   // NotFound when it does not exist and !create; IOError / Corruption otherwise.
-  static Result<std::unique_ptr<Db>> open(const std::string& path, bool create,
-                                          int busy_timeout_ms);
+  static Result<std::unique_ptr<Db>> open(const std::string& path, bool create, int busy_timeout_ms,
+                                          Journal journal = Journal::kWal);
   ~Db();
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;
@@ -97,6 +114,7 @@ class Db {
   int64_t changes() const;
   int64_t last_insert_rowid() const;
   const std::string& path() const { return path_; }
+  Journal journal() const { return journal_; }
 
   // Sets PRAGMA synchronous for following commits.
   Status set_sync(Sync sync);
@@ -110,6 +128,7 @@ class Db {
   std::string path_;
   sqlite3* db_ = nullptr;
   std::optional<Sync> sync_;
+  Journal journal_ = Journal::kWal;
 };
 
 // A write transaction: BEGIN IMMEDIATE (takes the write lock up front, so two processes

@@ -60,8 +60,8 @@ class Tokenize(unittest.TestCase):
         plain = ids_of("--text", text)
         self.assertTrue(all(i < first_special for i in plain))
         chat = ids_of("--text", text, "--specials")
-        self.assertEqual(chat[0], first_special + 3)
-        self.assertEqual(chat[-1], first_special + 2)
+        self.assertEqual(chat[0], first_special + 3)  # <|open|>
+        self.assertEqual(chat[-1], first_special + 4)  # <|close|>
 
     def test_json_replaces_invalid_utf8(self):
         p = run("detokenize", "--model", MODEL, "--ids", "104,228,184", "--output", "json")

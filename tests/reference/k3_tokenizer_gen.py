@@ -10,8 +10,11 @@ tests/reference/data/bpe_sample/ and writes the two files a K3 model directory c
                          256 + i is the i-th merge. rank = token id.
   tokenizer_config.json  Hugging Face layout: K3's 256 special tokens, ids R..R+255
                          (R = number of ranks) in "added_tokens_decoder", with the
-                         named ones below and "<|reserved_token_ID|>" for the rest;
-                         eos_token "<|close|>" sits at R + 2 as K3's eos 163586 does.
+                         named ones below and "<|reserved_token_ID|>" for the rest.
+                         The chat format's four control tokens sit where K3's do
+                         (k3-model.md 9.1): eos_token "<|end_of_msg|>" at R + 2 (K3's
+                         163586), then "<|open|>", "<|close|>", "<|sep|>"; "<|close|>"
+                         and "<|sep|>" are not marked special, as in the release.
 
 It returns the vocabulary size (R + 256). Pure standard library; the output depends
 only on the arguments and the bundled sample (same inputs, byte-identical files).
@@ -42,14 +45,15 @@ SAMPLE_FILES = ("en.txt", "zh.txt", "ja.txt", "ru.txt", "ar.txt", "eu.txt", "cod
 NUM_SPECIAL_TOKENS = 256
 
 # K3's named special tokens by offset from the first special id (the rest are
-# reserved). Offset 2 is the eos (163586 in the released model).
+# reserved). Offsets 2..5 are the chat format's control tokens at K3's ids 163586..163589
+# (k3-model.md 9.1); offset 2, "<|end_of_msg|>", is the eos.
 NAMED_SPECIALS = {
     0: "[BOS]",
     1: "[EOS]",
-    2: "<|close|>",
+    2: "<|end_of_msg|>",
     3: "<|open|>",
-    4: "<|sep|>",
-    5: "<|start_header_id|>",
+    4: "<|close|>",
+    5: "<|sep|>",
     6: "<|end_header_id|>",
     9: "[EOT]",
     11: "<|tool_calls_section_begin|>",
@@ -63,6 +67,9 @@ NAMED_SPECIALS = {
     255: "[PAD]",
 }
 EOS_OFFSET = 2
+# Specials that added_tokens_decoder does not mark "special" (a detokenizer that skips
+# special tokens prints these as text), as in the released K3.
+NOT_MARKED_SPECIAL = frozenset(("<|close|>", "<|sep|>"))
 
 # ---------------------------------------------------------------------------------------
 # Pre-tokenization (training only; see the module docstring)
@@ -307,11 +314,12 @@ def write_files(out_dir, tokens):
     for i, name in enumerate(names):
         added[str(num_ranks + i)] = {
             "content": name, "lstrip": False, "normalized": False, "rstrip": False,
-            "single_word": False, "special": True,
+            "single_word": False, "special": name not in NOT_MARKED_SPECIAL,
         }
     config = {
         "added_tokens_decoder": added,
-        "additional_special_tokens": [n for i, n in enumerate(names) if i in NAMED_SPECIALS],
+        "additional_special_tokens": [n for i, n in enumerate(names)
+                                      if i in NAMED_SPECIALS and n not in NOT_MARKED_SPECIAL],
         "bos_token": names[0],
         "clean_up_tokenization_spaces": False,
         "eos_token": names[EOS_OFFSET],

@@ -42,10 +42,15 @@ class Generator(unittest.TestCase):
             added = config["added_tokens_decoder"]
             self.assertEqual(sorted(int(k) for k in added), list(range(1256, 1512)))
             names = {v["content"]: int(k) for k, v in added.items()}
-            self.assertEqual(names[config["eos_token"]], 1256 + 2)  # K3: 163586 = 163584 + 2
-            for name in ("<|open|>", "<|sep|>", "<|close|>", "[BOS]", "[EOS]"):
-                self.assertIn(name, names)
-            self.assertTrue(all(v["special"] for v in added.values()))
+            # K3's chat control tokens (k3-model.md 9.1): 163586..163589 = 163584 + 2..5.
+            self.assertEqual(config["eos_token"], "<|end_of_msg|>")
+            for offset, name in enumerate(("<|end_of_msg|>", "<|open|>", "<|close|>", "<|sep|>"), 2):
+                self.assertEqual(names[name], 1256 + offset, name)
+            self.assertIn("[BOS]", names)
+            self.assertIn("[EOS]", names)
+            unmarked = sorted(v["content"] for v in added.values() if not v["special"])
+            self.assertEqual(unmarked, ["<|close|>", "<|sep|>"])
+            self.assertNotIn("<|close|>", config["additional_special_tokens"])
 
     def test_learns_frequent_words_first(self):
         with tempfile.TemporaryDirectory() as d:

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "engine/model/pack.h"
 #include "engine/model/sampler.h"
@@ -95,6 +96,18 @@ TEST_CASE("a damaged manifest or a short pack file is refused", "[engine][pack]"
     testing::write_all(d.file(kPackManifest), m.substr(0, m.size() / 2));
   }
   SECTION("pack truncated") { std::filesystem::resize_file(d.file(kPackFile), 4096); }
+  // Found by fuzz_pack_manifest (issue 16): offsets near 2^64 wrapped the bounds checks, and
+  // the pack was used with a unit outside the pack file or a tensor outside its unit.
+  SECTION("a unit offset that wraps around") {
+    auto m = nlohmann::json::parse(testing::read_all(d.file(kPackManifest)));
+    m["units"][0]["offset"] = std::numeric_limits<uint64_t>::max() - 4095;
+    testing::write_all(d.file(kPackManifest), m.dump());
+  }
+  SECTION("a tensor offset that wraps around") {
+    auto m = nlohmann::json::parse(testing::read_all(d.file(kPackManifest)));
+    m["units"][1]["tensors"][0]["offset"] = std::numeric_limits<uint64_t>::max() - 15;
+    testing::write_all(d.file(kPackManifest), m.dump());
+  }
   SECTION("manifest from another model") {
     TempDir other;
     testing::copy_golden("tiny-bf16-flat", other.path());

@@ -164,6 +164,27 @@ TEST_CASE("config.json errors name the key and the value", "[engine][config][err
                  "in neither full_attn_layers nor kda_layers"));
 }
 
+// Found by fuzz_config (issue 16): each size was bounded, but the widths the engine derives
+// from two of them (ModelConfig::kda_width() and the others) overflowed int.
+TEST_CASE("config.json sizes whose derived widths overflow int are refused",
+          "[engine][config][errors]") {
+  CHECK(contains(config_error([](auto& j) {
+                   j["text_config"]["linear_attn_config"]["num_heads"] = 100000;
+                   j["text_config"]["linear_attn_config"]["head_dim"] = 100000;
+                 }),
+                 "num_heads x head_dim = 10000000000 is too large"));
+  CHECK(contains(config_error([](auto& j) {
+                   j["text_config"]["qk_nope_head_dim"] = 1 << 30;
+                   j["text_config"]["qk_rope_head_dim"] = 1 << 30;
+                 }),
+                 "num_attention_heads x (qk_nope_head_dim + qk_rope_head_dim)"));
+  CHECK(contains(config_error([](auto& j) {
+                   j["text_config"]["num_shared_experts"] = 1 << 20;
+                   j["text_config"]["moe_intermediate_size"] = 1 << 20;
+                 }),
+                 "num_shared_experts x moe_intermediate_size"));
+}
+
 TEST_CASE("flat configs with aliases parse like nested ones", "[engine][config]") {
   auto flat = parse_model_config(testing::read_all(testing::golden_dir("tiny-bf16-flat") + "/config.json"), "flat");
   REQUIRE(flat.ok());

@@ -1,6 +1,7 @@
 // The store's work queue: claim order, exclusive claims across connections, stale leases,
 // lease-guarded writes, and the transitions an item run makes.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -131,6 +132,70 @@ TEST_CASE("tokens must continue the stored ones", "[runner][queue]") {
   CHECK(gap.status().code() == StatusCode::kInternal);
   REQUIRE(*s->append_tokens(id, "me", Progress{3, ids({4}), 0, 0}));
   CHECK(*s->tokens(id) == ids({1, 2, 3, 4}));
+}
+
+TEST_CASE("log-probabilities are stored with their tokens and read back in order",
+          "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  REQUIRE(s->submit(test_job("j", 1)).ok());
+  auto c = s->claim_next("me", 60, alive_all);
+  const int64_t id = (*c)->item.id;
+  const std::vector<TokenLogprobs> first = {{-0.5f, {{7, -0.5f}, {3, -1.25f}}},
+                                            {-2.0f, {{1, -0.1f}, {8, -2.0f}}}};
+  const std::vector<TokenLogprobs> second = {{-0.0f, {{9, -0.0f}, {2, -30.5f}}}};
+  Progress p{0, ids({7, 8}), 0, 0};
+  p.logprobs = first;
+  REQUIRE(*s->append_tokens(id, "me", p));
+  Progress q{2, ids({9}), 0, 0};
+  q.logprobs = second;
+  REQUIRE(*s->finish_item(id, "me", q, NewResult{"length", 2, std::nullopt}));
+  auto back = s->token_logprobs(id);
+  REQUIRE(back.ok());
+  REQUIRE(back->size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    const TokenLogprobs& want = i < 2 ? first[i] : second[0];
+    CHECK((*back)[i].logprob == want.logprob);
+    CHECK((*back)[i].top == want.top);
+  }
+  // A count that does not match the tokens is a bug, refused before anything is written.
+  REQUIRE(s->submit(test_job("k", 1)).ok());
+  auto c2 = s->claim_next("me", 60, alive_all);
+  Progress bad{0, ids({1, 2}), 0, 0};
+  bad.logprobs = std::span<const TokenLogprobs>(first).first(1);
+  CHECK(s->append_tokens((*c2)->item.id, "me", bad).status().code() == StatusCode::kInternal);
+  CHECK(s->tokens((*c2)->item.id)->empty());
+}
+
+TEST_CASE("tokens stored without log-probabilities say so when they are asked for",
+          "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  REQUIRE(s->submit(test_job("j", 1)).ok());
+  auto c = s->claim_next("me", 60, alive_all);
+  const int64_t id = (*c)->item.id;
+  REQUIRE(*s->append_tokens(id, "me", Progress{0, ids({1, 2}), 0, 0}));
+  auto lp = s->token_logprobs(id);
+  REQUIRE_FALSE(lp.ok());
+  CHECK(lp.status().code() == StatusCode::kCorruption);
+  CHECK_THAT(lp.status().message(),
+             Catch::Contains("item " + std::to_string(id) +
+                             ", output token 0: no log-probabilities stored"));
+}
+
+TEST_CASE("log-probabilities round-trip through their blob form", "[runner][store]") {
+  const TokenLogprobs lp{-1.5f, {{163839, -0.25f}, {0, -1.5f}, {-1, -INFINITY}}};
+  const std::vector<uint8_t> blob = logprobs_to_blob(lp);
+  CHECK(blob.size() == 4 + 3 * 8);
+  auto back = blob_to_logprobs(blob);
+  REQUIRE(back.has_value());
+  CHECK(back->logprob == lp.logprob);
+  CHECK(back->top == lp.top);
+  CHECK(blob_to_logprobs(logprobs_to_blob(TokenLogprobs{-3.0f, {}}))->top.empty());
+  CHECK_FALSE(blob_to_logprobs(std::vector<uint8_t>(7)).has_value());
+  CHECK_FALSE(blob_to_logprobs(std::vector<uint8_t>()).has_value());
 }
 
 TEST_CASE("finish stores the result with the done state, once", "[runner][queue]") {

@@ -73,6 +73,8 @@ TEST_CASE("a store written at schema version 1 opens and reads", "[runner][store
   CHECK((*items)[0].prompt_ids == std::vector<int32_t>{3});
   CHECK((*items)[0].max_tokens == 4);
   CHECK(*(*store)->tokens(1) == std::vector<int32_t>{42});
+  // Migration 3 added per-token log-probabilities; tokens written before have none.
+  CHECK((*store)->token_logprobs(1).status().code() == StatusCode::kCorruption);
 }
 
 TEST_CASE("a store from a newer nightjar is refused, and so is a foreign SQLite file",

@@ -51,9 +51,10 @@ std::string tokenizer_config_text(int num_ranks) {
     return "    \"" + std::to_string(num_ranks + offset) + "\": {\"content\": \"" + name +
            "\", \"special\": true}";
   };
-  return "{\n  \"added_tokens_decoder\": {\n" + entry(0, "[BOS]") + ",\n" + entry(2, "<|close|>") +
-         ",\n" + entry(3, "<|open|>") + ",\n" + entry(4, "<|sep|>") + "\n  },\n" +
-         "  \"bos_token\": \"[BOS]\",\n  \"eos_token\": {\"content\": \"<|close|>\"}\n}\n";
+  return "{\n  \"added_tokens_decoder\": {\n" + entry(0, "[BOS]") + ",\n" +
+         entry(2, "<|end_of_msg|>") + ",\n" + entry(3, "<|open|>") + ",\n" + entry(4, "<|close|>") +
+         ",\n" + entry(5, "<|sep|>") + "\n  },\n" +
+         "  \"bos_token\": \"[BOS]\",\n  \"eos_token\": {\"content\": \"<|end_of_msg|>\"}\n}\n";
 }
 
 const char* generated_model_dir() {

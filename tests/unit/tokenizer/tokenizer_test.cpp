@@ -26,10 +26,12 @@ TEST_CASE("the generated vocabulary loads with K3's special layout", "[engine][t
   const Tokenizer& t = generated_tokenizer();
   CHECK(t.num_ranks() == 256 + 3000);
   CHECK(t.vocab_size() == t.num_ranks() + 256);
-  CHECK(t.eos_id() == t.num_ranks() + 2);  // as K3's eos 163586 = 163584 + 2
-  CHECK(t.special_id("<|close|>") == t.eos_id());
+  // The chat control tokens at K3's 163586..163589 = 163584 + 2..5 (k3-model.md 9.1).
+  CHECK(t.eos_id() == t.num_ranks() + 2);
+  CHECK(t.special_id("<|end_of_msg|>") == t.eos_id());
   CHECK(t.special_id("<|open|>") == t.num_ranks() + 3);
-  CHECK(t.special_id("<|sep|>") == t.num_ranks() + 4);
+  CHECK(t.special_id("<|close|>") == t.num_ranks() + 4);
+  CHECK(t.special_id("<|sep|>") == t.num_ranks() + 5);
   CHECK(t.bos_id() == t.special_id("[BOS]"));
   CHECK(t.is_special(t.eos_id()));
   CHECK_FALSE(t.is_special(t.num_ranks() - 1));
@@ -112,7 +114,7 @@ TEST_CASE("decode passes raw bytes and skips ids outside the vocabulary", "[engi
   const Tokenizer& t = generated_tokenizer();
   CHECK(t.decode(std::vector<int32_t>{0xE4, 0xB8}) == "\xE4\xB8");  // half a character
   CHECK(t.decode(std::vector<int32_t>{'a', -1, t.vocab_size(), 'b'}) == "ab");
-  CHECK(t.decode(std::vector<int32_t>{t.eos_id()}) == "<|close|>");
+  CHECK(t.decode(std::vector<int32_t>{t.eos_id()}) == "<|end_of_msg|>");
   CHECK(t.check_ids(std::vector<int32_t>{1, 2, t.vocab_size() - 1}).ok());
   const Status bad = t.check_ids(std::vector<int32_t>{1, t.vocab_size()});
   CHECK(bad.code() == StatusCode::kInvalidArgument);

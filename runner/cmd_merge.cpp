@@ -1,0 +1,99 @@
+// `nightjar merge DIR [--format jsonl|csv|openai] [--out FILE] [--partial]`: the results of
+// a Slurm array's tasks merged by custom_id (array_merge.h), every item of the job exactly
+// once, in spec order, in the forms of `nightjar results`. What is missing or not done is
+// listed per task on stderr; then the exit status is 1 and nothing is written unless
+// --partial asks for the records there are.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+
+#include "engine/io/durable.h"
+#include "engine/io/env.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "runner/array_manifest.h"
+#include "runner/array_merge.h"
+#include "runner/commands.h"
+#include "runner/exit_codes.h"
+#include "runner/job_outputs.h"
+#include "runner/openai_results.h"
+#include "runner/output.h"
+
+namespace nj::runner {
+namespace {
+
+// The merged records in `format`.
+Result<std::string> merged_text(const ArrayManifest& manifest, const ArrayMerge& merge,
+                                const std::string& format) {
+  std::string text;
+  if (format == "csv") return records_csv(manifest.kind, manifest.settings.dump(), merge.records);
+  std::optional<Tokenizer> tok;
+  if (format == "openai" && Tokenizer::exists_in(manifest.model_dir)) {
+    if (auto t = Tokenizer::load(manifest.model_dir); t.ok()) tok.emplace(std::move(*t));
+  }
+  const std::string model = std::filesystem::path(manifest.model_dir).filename().string();
+  for (size_t k = 0; k < merge.records.size(); ++k) {
+    const nlohmann::json line =
+        format == "openai"
+            ? openai_batch_line(merge.records[k], "array_" + std::to_string(merge.record_index[k]),
+                                model, tok ? &*tok : nullptr)
+            : merge.records[k];
+    text += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  return text;
+}
+
+}  // namespace
+
+void add_merge_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
+  struct Args {
+    std::string dir;
+    std::string format = "jsonl";
+    std::string out;
+    bool partial = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "merge", "Merge a Slurm array's task results by custom_id: every item exactly once");
+  sub->add_option("dir", a->dir, "The array directory (nightjar slurm --out)")->required();
+  sub->add_option("--format", a->format, "jsonl (default), csv, or openai (as `results`)")
+      ->check(CLI::IsMember({"jsonl", "csv", "openai"}));
+  sub->add_option("--out", a->out, "Write to this file (atomically) instead of stdout");
+  sub->add_flag("--partial", a->partial,
+                "Write the records there are even when items are missing or not done "
+                "(the exit status is still 1)");
+  table.emplace_back(sub, [a]() -> int {
+    auto manifest = read_array_manifest(a->dir);
+    if (!manifest.ok()) return report_failure(manifest.status());
+    auto tasks = read_task_results(a->dir, *manifest);
+    if (!tasks.ok()) return report_failure(tasks.status());
+    auto merge = merge_task_results(*manifest, *tasks);
+    if (!merge.ok()) return report_failure(merge.status());
+    for (const std::string& d : merge->duplicates)
+      spdlog::warn("duplicate result, kept once: {}", d);
+    if (!merge->complete()) {
+      spdlog::error("{}: the array is incomplete: {} of {} items done", a->dir,
+                    merge->done, merge->items);
+      std::fputs(describe_gaps(*merge, 20).c_str(), stderr);
+      std::fflush(stderr);
+      if (!a->partial) return kExitFailure;
+    }
+    auto text = merged_text(*manifest, *merge, a->format);
+    if (!text.ok()) return report_failure(text.status());
+    if (a->out.empty()) {
+      std::fwrite(text->data(), 1, text->size(), stdout);
+      std::fflush(stdout);
+    } else if (Status s = write_file_durably(*Env::posix(), a->out, *text); !s.ok()) {
+      return report_failure(s);
+    } else {
+      spdlog::info("wrote {} merged results of '{}' ({} tasks) to {}", merge->records.size(),
+                   manifest->name, manifest->tasks, a->out);
+    }
+    return merge->complete() ? kExitOk : kExitFailure;
+  });
+}
+
+}  // namespace nj::runner
