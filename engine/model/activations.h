@@ -15,10 +15,12 @@
 
 namespace nj {
 
-// How a tentative pass (batch.h) keeps KDA's recurrence undoable. Measured on k3-mini and
-// the demo model (tests/bench/run_spec_bench.sh): both cost well under 1 % of a pass; replay
-// holds ~7 floats per channel and row, snapshots a whole state per row (3.9 GB per
-// sequence at K3's shapes with 8 drafts, against 0.2 GB), so replay is the default.
+// How a tentative pass (batch.h) keeps KDA's recurrence undoable. Memory decides it: replay
+// logs ~4 floats per channel and row (q, k, v, alpha) and one trial state per sequence,
+// snapshots a whole state per row: at K3's shapes (69 KDA layers, S 6.3 MB per layer) with 8
+// drafts, ~0.22 GB against ~3.6 GB per sequence (both with the conv inputs log). Time is
+// close: replay redoes the kept rows' recurrence, snapshots copy S after every row
+// (tests/bench/run_spec_bench.sh compares both on k3-mini). So replay is the default.
 enum class KdaRollback : uint8_t {
   kReplay,     // the pass runs the recurrence on a trial copy of S and logs each row's
                // inputs; keep(n) replays the first n rows on the sequence's own S
