@@ -50,7 +50,7 @@ class Speculative(unittest.TestCase):
             for sampling in ([], SAMPLED):
                 plain = generate("--prompt", prompt, "--max-tokens", "40", *sampling)
                 self.assertNotIn("speculation", plain)
-                for k in ("1", "4", "8"):
+                for k in ("1", "8"):
                     with self.subTest(prompt=prompt, sampling=sampling, k=k):
                         spec = generate("--prompt", prompt, "--max-tokens", "40", *sampling,
                                         "--speculative", "ngram", "--draft-tokens", k)
@@ -67,8 +67,9 @@ class Speculative(unittest.TestCase):
             plain = generate("--prompt", PLAIN, "--max-tokens", "30", *sampling)
             truth = plain["output_ids"]
             wrong = [(t + 1) % self.vocab for t in truth]
-            for budget in ([], ["--memory", str(self.min)], ["--memory", str(2 * self.min)]):
-                for k in ("1", "3", "8"):
+            # (k = 1..8 and 2x the minimum budget are covered by tests/unit/spec.)
+            for budget in ([], ["--memory", str(self.min)]):
+                for k in ("1", "8"):
                     with self.subTest(sampling=sampling, budget=budget, k=k):
                         right = generate("--prompt", PLAIN, "--max-tokens", "30", *sampling, *budget,
                                          "--speculative", "oracle", "--draft-tokens", k,
