@@ -28,6 +28,11 @@
 //  * Column-wise accumulations (Sᵀk in KDA, Σ p_t L_t in MLA, transposed products, mixing
 //    of residual sources) accumulate each output element sequentially over the summed index
 //    with fma, so vectorizing across outputs never changes a bit.
+//  * Products of many token rows (kernels_tiles.inc) load a tile of weight rows once for many
+//    token rows and keep each (weight row, token row) pair's 16 lanes in registers, or in
+//    memory between blocks of columns; every pair still does exactly the operations above in
+//    the order above, so a product gives the same bits for any number of token rows, any
+//    tiling and any row range.
 //  * Threads split output rows (or heads) statically; no value is ever reduced across threads.
 // Contraction is disabled project-wide (-ffp-contract=off): every fma is written out.
 #pragma once
@@ -44,8 +49,10 @@ namespace nj::ops {
 struct KernelTable {
   SimdLevel level;
 
-  // Y[t*ys + r] = W[r] · X[t*xs ...] for r in [r0, r1), t < T.
-  // For BF16 and MXFP4, X must be arranged by arrange_activations.
+  // Y[t*ys + r] = W[r] · X[t*xs ...] for r in [r0, r1), t < T; writes nothing else. A few
+  // token rows go row by row, more by tiles (kernels_tiles.inc); the bits are the same.
+  // For BF16 and MXFP4, X must be arranged by arrange_activations. Runs on the calling thread;
+  // uses up to ~70 KB of its stack.
   void (*matmul_rows)(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys,
                       int r0, int r1);
   // Canonical 16-lane dot product.
@@ -56,9 +63,9 @@ struct KernelTable {
   // One KDA head over T tokens (k3-model.md §4), state S [D][D] (row = key channel) updated in
   // place. q, k, v, alpha: [T] rows of `stride` floats, this head's D values at offset 0;
   // beta: [T] with `beta_stride`; o: [T][stride] output (before o_norm). u, delta: scratch [D].
-  void (*kda_head)(int T, int D, const float* q, const float* k, const float* v,
-                   const float* alpha, const float* beta, size_t stride, size_t beta_stride,
-                   float* S, float* o, float* u, float* delta);
+  void (*kda_head)(int T, int D, const float* q, const float* k, const float* v, const float* alpha,
+                   const float* beta, size_t stride, size_t beta_stride, float* S, float* o,
+                   float* u, float* delta);
   // y[i] = fma(a, x[i], y[i]).
   void (*axpy)(float a, const float* x, float* y, int n);
 };
@@ -81,7 +88,8 @@ inline bool uses_arranged(MatFormat f) {
 void arrange_activations(MatFormat f, const float* x, int n, float* out);
 
 // Y[t][r] = W[r] · X[t] for all rows, T tokens. X: [T][xs], Y: [T][ys]. Splits rows over
-// the OpenMP threads. Bit-identical for any thread count and SIMD level.
+// the OpenMP threads. Bit-identical for any thread count, SIMD level and T (row t of Y is what
+// a product of X's row t alone gives).
 void matmul(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys);
 // The same on the calling thread only: for use inside a parallel region (per-head work).
 void matmul_serial(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys);

@@ -30,19 +30,24 @@ inline __m512 load16(const uint8_t* row, int i) {
   if constexpr (F == MatFormat::kF32) {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i);
   } else if constexpr (F == MatFormat::kBF16) {
-    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * static_cast<size_t>(i)));
+    __m256i h =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * static_cast<size_t>(i)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   } else {
-    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * static_cast<size_t>(i)));
+    __m256i h =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * static_cast<size_t>(i)));
     return _mm512_cvtph_ps(h);
   }
 }
 
 template <MatFormat F>
 float load_one(const uint8_t* p) {
-  if constexpr (F == MatFormat::kF32) return load_f32(p);
-  else if constexpr (F == MatFormat::kBF16) return load_bf16(p);
-  else return load_f16(p);
+  if constexpr (F == MatFormat::kF32)
+    return load_f32(p);
+  else if constexpr (F == MatFormat::kBF16)
+    return load_bf16(p);
+  else
+    return load_f16(p);
 }
 
 // R rows at once against one activation vector: the rows share every x load.
@@ -129,8 +134,8 @@ inline __m512 mxfp4_factors16(const uint8_t* scales, int count) {
 // in registers (each worth a few percent). Per chunk and row it issues 26 vector
 // instructions (7 shifts, 9 permutes, 9 multiply-adds, 1 add); in cache one core issues
 // about 3 of them per cycle, what a microbenchmark of that mix reached, so the kernel is
-// bound by instruction throughput. 4 rows per pass beat 1, 2 and 8; prefetch variants (further ahead,
-// into L2, non-temporal, in row order) measured no better.
+// bound by instruction throughput. 4 rows per pass beat 1, 2 and 8; prefetch variants (further
+// ahead, into L2, non-temporal, in row order) measured no better.
 template <int R>
 inline void mxfp4_rows(const uint8_t* const* rows, const uint8_t* const* scales, const float* xa,
                        int nblocks, const uint8_t* ahead, float* out) {
@@ -179,12 +184,160 @@ inline void mxfp4_rows(const uint8_t* const* rows, const uint8_t* const* scales,
 // Rows per pass (measured best; see mxfp4_rows).
 constexpr int kMxfp4Rows = 4;
 
+// --- Tiles: many token rows per pass (kernels_tiles.inc) ---
+
+inline float reduce_lanes(const float* s) {
+  return reduce16(_mm512_load_ps(s));
+}
+
+// Tile shapes, measured best among the shapes that fit the 32 zmm registers (one thread, a
+// [1024][7168] matrix, T = 256): dense 4 x 6 (24 accumulators, the 4 rows' weights, one
+// activation vector; 4 x 5 equal, 8 x 3 and 6 x 4 slower); MXFP4 8 x 1 (8 accumulators, 16
+// partial sums; 4 x 2, 4 x 3 and 2 x 4 a few points slower).
+template <MatFormat F>
+inline constexpr int kTileRows = F == MatFormat::kMxfp4 ? 8 : 4;
+template <MatFormat F>
+inline constexpr int kTileTokens = F == MatFormat::kMxfp4 ? 1 : 6;
+// From how many token rows on the tiles beat the row kernels (measured at T = 2..16 on a
+// [4096][7168] matrix): BF16 and F16 from 3, F32 from 4; MXFP4's row kernel, which decodes in
+// registers, is as fast as the tiles up to T = 8.
+template <MatFormat F>
+inline constexpr int kTileMinTokens = F == MatFormat::kMxfp4 ? 8
+                                      : F == MatFormat::kF32 ? 4
+                                                             : 3;
+
+// F32, F16 and BF16 rows: each chunk's R weight vectors are loaded once and used by the TT
+// token rows, each activation vector by the R weight rows.
+template <MatFormat F, int R, int TT>
+inline void dense_tile(const uint8_t* const* rows, const float* x, size_t xs, int nc, float* acc,
+                       size_t acc_stride, bool first) {
+  __m512 a[R][TT];
+#pragma GCC unroll 16
+  for (int k = 0; k < R; ++k)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t)
+      a[k][t] = first ? _mm512_setzero_ps()
+                      : _mm512_load_ps(acc + acc_stride * static_cast<size_t>(k) + 16 * t);
+  for (int c = 0; c < nc; ++c) {
+    if constexpr (F == MatFormat::kBF16) {
+      // The paired order: every pair's even elements of the chunk, then its odd ones.
+      const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+      __m512i w[R];
+#pragma GCC unroll 16
+      for (int k = 0; k < R; ++k) w[k] = _mm512_loadu_si512(rows[k] + 64 * static_cast<size_t>(c));
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        const __m512 xe =
+            _mm512_loadu_ps(x + xs * static_cast<size_t>(t) + 32 * static_cast<size_t>(c));
+#pragma GCC unroll 16
+        for (int k = 0; k < R; ++k)
+          a[k][t] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w[k], 16)), xe, a[k][t]);
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        const __m512 xo =
+            _mm512_loadu_ps(x + xs * static_cast<size_t>(t) + 32 * static_cast<size_t>(c) + 16);
+#pragma GCC unroll 16
+        for (int k = 0; k < R; ++k)
+          a[k][t] =
+              _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w[k], hi_mask)), xo, a[k][t]);
+      }
+    } else {
+      __m512 w[R];
+#pragma GCC unroll 16
+      for (int k = 0; k < R; ++k) w[k] = load16<F>(rows[k], 16 * c);
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        const __m512 xv =
+            _mm512_loadu_ps(x + xs * static_cast<size_t>(t) + 16 * static_cast<size_t>(c));
+#pragma GCC unroll 16
+        for (int k = 0; k < R; ++k) a[k][t] = _mm512_fmadd_ps(w[k], xv, a[k][t]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int k = 0; k < R; ++k)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t)
+      _mm512_store_ps(acc + acc_stride * static_cast<size_t>(k) + 16 * t, a[k][t]);
+}
+
+// Decodes nc chunks of R MXFP4 rows as mxfp4_rows does (shift and permute per nibble, the
+// factors built in registers), into panel[k * nc + c].
+template <int R>
+inline void mxfp4_decode(const uint8_t* const* rows, const uint8_t* const* scales, int nc,
+                         Mxfp4DecodedChunk* panel) {
+  const __m512 lut = _mm512_loadu_ps(kE2M1);
+  const __m512i quad = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+#pragma GCC unroll 16
+  for (int k = 0; k < R; ++k) {
+    __m512 factors = _mm512_setzero_ps();
+    for (int c = 0; c < nc; ++c) {
+      if (c % 4 == 0) factors = mxfp4_factors16(scales[k] + 4 * c, std::min(16, 4 * (nc - c)));
+      Mxfp4DecodedChunk& out = panel[k * nc + c];
+      const __m512i d = _mm512_loadu_si512(rows[k] + 64 * static_cast<size_t>(c));
+#pragma GCC unroll 16
+      for (int n = 0; n < 8; ++n)
+        _mm512_store_ps(out.w[n], _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4 * n), lut));
+      const __m512i pick = _mm512_add_epi32(quad, _mm512_set1_epi32(4 * (c % 4)));
+      _mm512_store_ps(out.f, _mm512_permutexvar_ps(pick, factors));
+    }
+  }
+}
+
+// A decoded MXFP4 panel against TT token rows: per chunk, each pair's chains t0 (even n) and
+// t1 (odd n), then acc = fma(t0 + t1, f, acc), all in registers.
+template <int R, int TT>
+inline void mxfp4_tile(const Mxfp4DecodedChunk* panel, const float* x, size_t xs, int nc,
+                       float* acc, size_t acc_stride, bool first) {
+  __m512 a[R][TT];
+#pragma GCC unroll 16
+  for (int k = 0; k < R; ++k)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t)
+      a[k][t] = first ? _mm512_setzero_ps()
+                      : _mm512_load_ps(acc + acc_stride * static_cast<size_t>(k) + 16 * t);
+  for (int c = 0; c < nc; ++c) {
+    __m512 s[2][R][TT];
+#pragma GCC unroll 16
+    for (int n = 0; n < 8; ++n) {
+      __m512 w[R];
+#pragma GCC unroll 16
+      for (int k = 0; k < R; ++k) w[k] = _mm512_load_ps(panel[k * nc + c].w[n]);
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        const __m512 xv = _mm512_loadu_ps(x + xs * static_cast<size_t>(t) +
+                                          128 * static_cast<size_t>(c) + 16 * n);
+#pragma GCC unroll 16
+        for (int k = 0; k < R; ++k)
+          s[n % 2][k][t] =
+              n < 2 ? _mm512_mul_ps(w[k], xv) : _mm512_fmadd_ps(w[k], xv, s[n % 2][k][t]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int k = 0; k < R; ++k) {
+      const __m512 f = _mm512_load_ps(panel[k * nc + c].f);
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t)
+        a[k][t] = _mm512_fmadd_ps(_mm512_add_ps(s[0][k][t], s[1][k][t]), f, a[k][t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int k = 0; k < R; ++k)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t)
+      _mm512_store_ps(acc + acc_stride * static_cast<size_t>(k) + 16 * t, a[k][t]);
+}
+
+#include "engine/ops/kernels_tiles.inc"
+
 #include "engine/ops/kernels_rows.inc"
 
 float dot(const float* a, const float* b, int n) {
   const int nv = n / 16 * 16;
   __m512 acc = _mm512_setzero_ps();
-  for (int i = 0; i < nv; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
+  for (int i = 0; i < nv; i += 16)
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
   alignas(64) float s[16];
   _mm512_store_ps(s, acc);
   for (int j = 0; nv + j < n; ++j) s[j] = std::fma(a[nv + j], b[nv + j], s[j]);
@@ -194,8 +347,8 @@ float dot(const float* a, const float* b, int n) {
 }  // namespace
 
 const KernelTable& table() {
-  static const KernelTable t{SimdLevel::kAvx512, matmul_rows, dot, generic_matvec_t,
-                             generic_kda_head, generic_axpy};
+  static const KernelTable t{SimdLevel::kAvx512, matmul_rows,      dot,
+                             generic_matvec_t,   generic_kda_head, generic_axpy};
   return t;
 }
 

@@ -4,6 +4,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -22,7 +23,9 @@ struct Rng {
     s ^= s << 17;
     return s;
   }
-  float uniform() { return static_cast<float>(next() >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f; }
+  float uniform() {
+    return static_cast<float>(next() >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f;
+  }
 };
 
 std::vector<SimdLevel> levels() {
@@ -115,11 +118,13 @@ TEST_CASE("matmul equals the scalar reference bit for bit on every SIMD level", 
               arrange_activations(f, &X[static_cast<size_t>(t) * cols], cols,
                                   &Xa[static_cast<size_t>(t) * cols]);
           std::vector<float> ref(static_cast<size_t>(T) * rows);
-          kernel_table(SimdLevel::kScalar).matmul_rows(m.ref, Xa.data(), T, cols, ref.data(), rows, 0, rows);
+          kernel_table(SimdLevel::kScalar)
+              .matmul_rows(m.ref, Xa.data(), T, cols, ref.data(), rows, 0, rows);
           for (SimdLevel level : levels()) {
             std::vector<float> y(ref.size(), -1.0f);
             kernel_table(level).matmul_rows(m.ref, Xa.data(), T, cols, y.data(), rows, 0, rows);
-            INFO(mat_format_name(f) << " " << rows << "x" << cols << " T=" << T << " level " << simd_level_name(level));
+            INFO(mat_format_name(f) << " " << rows << "x" << cols << " T=" << T << " level "
+                                    << simd_level_name(level));
             for (size_t i = 0; i < y.size(); ++i) REQUIRE(bits(y[i]) == bits(ref[i]));
           }
           // The reference is exact arithmetic up to float rounding of the partial sums.
@@ -127,7 +132,8 @@ TEST_CASE("matmul equals the scalar reference bit for bit on every SIMD level", 
             for (int r = 0; r < rows; ++r) {
               double e = 0, mag = 0;
               for (int c = 0; c < cols; ++c) {
-                double p = m.exact[static_cast<size_t>(r) * cols + c] * X[static_cast<size_t>(t) * cols + c];
+                double p = m.exact[static_cast<size_t>(r) * cols + c] *
+                           X[static_cast<size_t>(t) * cols + c];
                 e += p;
                 mag += std::fabs(p);
               }
@@ -172,6 +178,108 @@ TEST_CASE("MXFP4 rows taken several per pass equal the scalar reference for any 
           }
       }
   }
+}
+
+// Arranges T token rows of X ([T][xs], cols used) as the rows of format f read them, into
+// [T][cols].
+std::vector<float> arranged(MatFormat f, const std::vector<float>& X, int T, size_t xs, int cols) {
+  std::vector<float> Xa(static_cast<size_t>(T) * static_cast<size_t>(cols));
+  for (int t = 0; t < T; ++t) {
+    const float* x = &X[static_cast<size_t>(t) * xs];
+    float* out = &Xa[static_cast<size_t>(t) * static_cast<size_t>(cols)];
+    if (uses_arranged(f))
+      arrange_activations(f, x, cols, out);
+    else
+      std::copy(x, x + cols, out);
+  }
+  return Xa;
+}
+
+TEST_CASE("matmul over many token rows equals the per-row reference bit for bit on every level",
+          "[engine][ops][tiles]") {
+  // Token counts cross the row-kernel/tile threshold, the tile widths and the token blocks (16
+  // rows, 66 for F32); column counts give whole chunks only, a partial last chunk, and rows
+  // long enough to span several blocks of columns (2100 BF16 / F32 columns; 4000 MXFP4
+  // columns = 125 MXFP4 blocks, whose last chunk holds one); 37 rows make two 16-row panels
+  // and a partial one, and the row ranges start and end inside and outside row tiles and
+  // panels. Every level must give the bits of the scalar row-at-a-time reference and of its
+  // own one-token-row-per-call result.
+  Rng rng(19);
+  const int rows = 37;
+  for (MatFormat f : {MatFormat::kF32, MatFormat::kBF16, MatFormat::kF16, MatFormat::kMxfp4}) {
+    const std::vector<int> col_counts =
+        f == MatFormat::kMxfp4 ? std::vector<int>{128, 160, 4000} : std::vector<int>{48, 100, 2100};
+    for (int cols : col_counts) {
+      TestMatrix m = make_matrix(f, rows, cols, rng);
+      for (int T : {1, 2, 3, 5, 7, 17, 65, 133}) {
+        auto X = random_vec(static_cast<size_t>(T) * cols, rng);
+        const std::vector<float> Xa = arranged(f, X, T, static_cast<size_t>(cols), cols);
+        std::vector<float> ref(static_cast<size_t>(T) * rows);
+        kernel_table(SimdLevel::kScalar)
+            .matmul_rows(m.ref, Xa.data(), T, cols, ref.data(), rows, 0, rows);
+        for (SimdLevel level : levels()) {
+          const KernelTable& k = kernel_table(level);
+          std::vector<float> one(ref.size(), -1.0f);
+          for (int t = 0; t < T; ++t)
+            k.matmul_rows(m.ref, &Xa[static_cast<size_t>(t) * cols], 1, cols, &one[t * rows], rows,
+                          0, rows);
+          for (auto [r0, r1] : {std::pair{0, 37}, std::pair{1, 36}, std::pair{4, 8},
+                                std::pair{9, 37}, std::pair{5, 6}, std::pair{16, 33}}) {
+            std::vector<float> y(ref.size(), -1.0f);
+            k.matmul_rows(m.ref, Xa.data(), T, cols, y.data(), rows, r0, r1);
+            INFO(mat_format_name(f) << " " << rows << "x" << cols << " T=" << T << " rows [" << r0
+                                    << ", " << r1 << ") level " << simd_level_name(level));
+            for (int t = 0; t < T; ++t)
+              for (int r = 0; r < rows; ++r) {
+                const size_t i = static_cast<size_t>(t) * rows + static_cast<size_t>(r);
+                if (r < r0 || r >= r1) {
+                  REQUIRE(bits(y[i]) == bits(-1.0f));  // rows outside the range are not written
+                  continue;
+                }
+                REQUIRE(bits(y[i]) == bits(ref[i]));
+                REQUIRE(bits(y[i]) == bits(one[i]));
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "threaded matmul over many token rows gives the same bits for 1 and 2 threads on every level",
+    "[engine][ops][tiles]") {
+  // ops::matmul arranges the activations itself, splits rows over the threads and reads X and
+  // writes Y with strides wider than the rows; every combination must equal the scalar
+  // row-at-a-time reference.
+  Rng rng(23);
+  const int rows = 517;
+  const SimdLevel before = active_simd_level();
+  const int threads_before = omp_get_max_threads();
+  for (MatFormat f : {MatFormat::kF32, MatFormat::kBF16, MatFormat::kMxfp4}) {
+    const int cols = f == MatFormat::kMxfp4 ? 288 : 264;
+    TestMatrix m = make_matrix(f, rows, cols, rng);
+    for (int T : {1, 5, 7, 17, 65}) {
+      const size_t xs = static_cast<size_t>(cols) + 5, ys = rows + 3;
+      auto X = random_vec(static_cast<size_t>(T) * xs, rng);
+      const std::vector<float> Xa = arranged(f, X, T, xs, cols);
+      std::vector<float> ref(static_cast<size_t>(T) * ys, -1.0f);
+      kernel_table(SimdLevel::kScalar)
+          .matmul_rows(m.ref, Xa.data(), T, cols, ref.data(), ys, 0, rows);
+      for (SimdLevel level : levels())
+        for (int threads : {1, 2}) {
+          REQUIRE(force_simd_level(level).ok());
+          omp_set_num_threads(threads);
+          std::vector<float> y(ref.size(), -1.0f);
+          matmul(m.ref, X.data(), T, xs, y.data(), ys);
+          INFO(mat_format_name(f) << " T=" << T << " level " << simd_level_name(level) << ", "
+                                  << threads << " threads");
+          REQUIRE(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)) == 0);
+        }
+    }
+  }
+  REQUIRE(force_simd_level(before).ok());
+  omp_set_num_threads(threads_before);
 }
 
 TEST_CASE("every E8M0 scale code gives the same bits on every level", "[engine][ops]") {
@@ -240,7 +348,8 @@ TEST_CASE("dot and matvec_t follow the canonical order on every level", "[engine
     double exact = 0;
     for (int i = 0; i < n; ++i) exact += static_cast<double>(a[i]) * b[i];
     CHECK(std::fabs(ref - exact) < 1e-5);
-    for (SimdLevel level : levels()) REQUIRE(bits(kernel_table(level).dot(a.data(), b.data(), n)) == bits(ref));
+    for (SimdLevel level : levels())
+      REQUIRE(bits(kernel_table(level).dot(a.data(), b.data(), n)) == bits(ref));
   }
   TestMatrix m = make_matrix(MatFormat::kBF16, 24, 40, rng);
   auto x = random_vec(24, rng);
@@ -248,16 +357,19 @@ TEST_CASE("dot and matvec_t follow the canonical order on every level", "[engine
   kernel_table(SimdLevel::kScalar).matvec_t(m.ref, x.data(), ref.data());
   for (int c = 0; c < 40; ++c) {
     double e = 0;
-    for (int d = 0; d < 24; ++d) e += m.exact[static_cast<size_t>(d) * 40 + c] * x[static_cast<size_t>(d)];
+    for (int d = 0; d < 24; ++d)
+      e += m.exact[static_cast<size_t>(d) * 40 + c] * x[static_cast<size_t>(d)];
     CHECK(std::fabs(ref[static_cast<size_t>(c)] - e) < 1e-5);
   }
   for (SimdLevel level : levels()) {
     kernel_table(level).matvec_t(m.ref, x.data(), y.data());
-    for (int c = 0; c < 40; ++c) REQUIRE(bits(y[static_cast<size_t>(c)]) == bits(ref[static_cast<size_t>(c)]));
+    for (int c = 0; c < 40; ++c)
+      REQUIRE(bits(y[static_cast<size_t>(c)]) == bits(ref[static_cast<size_t>(c)]));
   }
 }
 
-TEST_CASE("the KDA head recurrence matches exact arithmetic and every level", "[engine][ops][kda]") {
+TEST_CASE("the KDA head recurrence matches exact arithmetic and every level",
+          "[engine][ops][kda]") {
   Rng rng(5);
   const int T = 6, D = 16;
   auto q = random_vec(T * D, rng), k = random_vec(T * D, rng), v = random_vec(T * D, rng);
@@ -281,13 +393,14 @@ TEST_CASE("the KDA head recurrence matches exact arithmetic and every level", "[
     }
   }
   std::vector<float> ref_o(T * D), ref_S(D * D, 0.0f), u(D), delta(D);
-  kernel_table(SimdLevel::kScalar).kda_head(T, D, q.data(), k.data(), v.data(), alpha.data(), beta.data(), D, 1,
-                                            ref_S.data(), ref_o.data(), u.data(), delta.data());
+  kernel_table(SimdLevel::kScalar)
+      .kda_head(T, D, q.data(), k.data(), v.data(), alpha.data(), beta.data(), D, 1, ref_S.data(),
+                ref_o.data(), u.data(), delta.data());
   for (int i = 0; i < T * D; ++i) CHECK(std::fabs(ref_o[i] - o_exact[i]) < 1e-4);
   for (SimdLevel level : levels()) {
     std::vector<float> o(T * D), Sl(D * D, 0.0f);
-    kernel_table(level).kda_head(T, D, q.data(), k.data(), v.data(), alpha.data(), beta.data(), D, 1,
-                                 Sl.data(), o.data(), u.data(), delta.data());
+    kernel_table(level).kda_head(T, D, q.data(), k.data(), v.data(), alpha.data(), beta.data(), D,
+                                 1, Sl.data(), o.data(), u.data(), delta.data());
     for (int i = 0; i < T * D; ++i) REQUIRE(bits(o[i]) == bits(ref_o[i]));
     for (int i = 0; i < D * D; ++i) REQUIRE(bits(Sl[i]) == bits(ref_S[i]));
   }
