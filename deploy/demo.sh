@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The README's main command: one demo night, start to finish, on a fresh Debian machine.
 #   1. installs what is missing (deploy/install-deps.sh) and builds the `nightjar` program
-#   2. generates the demo model with its tokenizer under build/demo-model, if absent
-#      (a small K3-shaped model: KDA + MLA layers, 16 MXFP4 experts, top-2)
+#   2. sets up the two models: the trained triage model, copied from examples/triage/model
+#      into build/demo-model (a small K3-shaped model trained to classify support tickets:
+#      KDA + MLA layers, 8 MXFP4 experts top-2; examples/triage/training/README.md), and a
+#      random one for the stories, generated once into build/stories-model (K3-shaped, 16
+#      MXFP4 experts top-2, random weights: its stories are noise)
 #   3. submits the two example jobs into a fresh home (build/demo-home): ticket
 #      classification (examples/triage) and story generation (examples/stories)
 #   4. runs the queue to the end, then prints the results and the morning report;
 #      the HTML report is written to build/demo-home/report.html
-# Run it again to replay the night from scratch (the home is recreated; the model kept).
+# Run it again to replay the night from scratch (the home is recreated, the triage model copied
+# again; the random stories model is kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,13 +24,19 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc 2>/dev/null || echo 2)" --target nightjar
 nj=build/runner/nightjar
 
-model=build/demo-model
-if [ ! -f "$model/config.json" ]; then
-  step "demo model (generated once, into $model)"
-  rm -rf "$model.partial"
-  /usr/bin/python3 tests/reference/make_model.py --out "$model.partial" --preset demo
-  mv "$model.partial" "$model"
+step "models"
+# The trained triage model: copied every time, so the copy is always the committed one.
+rm -rf build/demo-model.partial build/demo-model
+cp -r examples/triage/model build/demo-model.partial
+mv build/demo-model.partial build/demo-model
+echo "build/demo-model: the trained triage model (examples/triage/model)"
+stories=build/stories-model
+if [ ! -f "$stories/config.json" ]; then
+  rm -rf "$stories.partial"
+  /usr/bin/python3 tests/reference/make_model.py --out "$stories.partial" --preset demo
+  mv "$stories.partial" "$stories"
 fi
+echo "$stories: random weights (generated once)"
 
 home=build/demo-home
 rm -rf "$home"

@@ -10,6 +10,9 @@
 #   crash_sigkill   its SIGKILLs at random instants test durability, not memory; it runs in
 #                   the normal build (the sanitizer build would run it 3-4x slower)
 #   store_faults    the same night per injection point, already run in the normal build
+#   cli_thread_limits  limits the address space (RLIMIT_AS) to make threads fail to start;
+#                   ASan's shadow memory needs terabytes of address space and aborts first
+#   cli_disk_full_releases_lease  preloads an ENOSPC shim (LD_PRELOAD), which ASan must precede
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,4 +22,4 @@ cmake -S . -B build-asan -DNIGHTJAR_SANITIZE=ON -DNIGHTJAR_BUILD_BENCH=OFF \
 cmake --build build-asan -j"$jobs"
 # Leaks are bugs too: LeakSanitizer checks every test process at exit.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit -E '^(crash_sigkill|store_faults)$'
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit -E '^(crash_sigkill|store_faults|cli_thread_limits|cli_disk_full_releases_lease)$'

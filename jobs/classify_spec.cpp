@@ -184,6 +184,9 @@ void read_inline_items(MapReader& top, const YAML::Node& items, JobSpec& spec) {
       out.prompt_where = errors.where(*item.find("document"));
       if (doc->empty())
         errors.add(*item.find("document"), item.key_path("document"), "must not be empty");
+      else if (doc->size() > kMaxDocumentBytes)
+        errors.add(*item.find("document"), item.key_path("document"),
+                   document_too_large("the document", doc->size()));
       out.document = *doc;
     }
     item.report_unknown_keys();

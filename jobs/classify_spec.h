@@ -21,7 +21,8 @@
 //     csv: PATH                the spec's directory, and held to the output-path policy of
 //                              jobs/output_paths.h (checked at submit, not here)
 //
-// Generate keys (`defaults`, `prompt`, ...) are errors here, as classify keys are in a
+// A document is at most kMaxDocumentBytes (16 MiB, document_inputs.h), whichever input kind
+// holds it. Generate keys (`defaults`, `prompt`, ...) are errors here, as classify keys are in a
 // generate spec. Documents are read at parse time: a glob matching nothing, an unreadable
 // file or a JSONL line without its fields is an error of the spec. Tokenizing the template,
 // the documents and the labels needs the model's tokenizer (spec_model.h).

@@ -12,8 +12,6 @@
 namespace nj::jobs {
 namespace {
 
-// A document is at most this large: a classification prompt, not a corpus.
-constexpr size_t kMaxDocumentBytes = 16u << 20;
 // A JSON Lines input holds many documents.
 constexpr size_t kMaxJsonlBytes = 1u << 30;
 
@@ -24,6 +22,11 @@ std::string resolve(const std::string& path, const std::string& base_dir) {
 }
 
 }  // namespace
+
+std::string document_too_large(const std::string& what, size_t bytes) {
+  return what + " is " + std::to_string(bytes) + " bytes, more than the " +
+         std::to_string(kMaxDocumentBytes >> 20) + " MiB a document may have";
+}
 
 DocumentsRead read_glob_documents(const std::string& pattern, const std::string& base_dir) {
   DocumentsRead out;
@@ -43,6 +46,11 @@ DocumentsRead read_glob_documents(const std::string& pattern, const std::string&
     if (!path.empty() && path.back() == '/') continue;  // a directory (GLOB_MARK)
     std::string id = std::filesystem::path(path).lexically_relative(base).string();
     if (id.empty()) id = path;
+    std::error_code ec;
+    if (const auto size = std::filesystem::file_size(path, ec); !ec && size > kMaxDocumentBytes) {
+      out.errors.push_back(document_too_large(id, static_cast<size_t>(size)));
+      continue;
+    }
     auto text = read_small_file(path, kMaxDocumentBytes);
     if (!text.ok()) {
       out.errors.push_back(id + ": cannot read the document: " + text.status().message());
@@ -98,6 +106,9 @@ DocumentsRead read_jsonl_documents(const std::string& path, const std::string& b
       out.errors.push_back(where + ": missing field '" + text_field + "' (the document)");
     else if (!doc->is_string() || doc->get<std::string>().empty())
       out.errors.push_back(where + ": field '" + text_field + "' must be non-empty text");
+    else if (doc->get_ref<const std::string&>().size() > kMaxDocumentBytes)
+      out.errors.push_back(document_too_large(where + ": field '" + text_field + "'",
+                                              doc->get_ref<const std::string&>().size()));
     else
       d.text = doc->get<std::string>();
     if (!d.id.empty() && !d.text.empty()) out.documents.push_back(std::move(d));

@@ -3,10 +3,20 @@
 // every problem (not just the first) so that one submit reports them all.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
 namespace nj::jobs {
+
+// The most text one document or prompt may hold, the same for every input kind: a glob-matched
+// file, a JSON Lines text field, an inline `document:` or `prompt:`, and the messages of an
+// OpenAI batch request. A classification prompt or a generation's start, not a corpus: at
+// ~4 bytes per token it is ~4M tokens, beyond any model's context.
+inline constexpr size_t kMaxDocumentBytes = 16u << 20;
+
+// "<what> is N bytes, more than the 16 MiB a document may have", for every input kind alike.
+std::string document_too_large(const std::string& what, size_t bytes);
 
 struct Document {
   std::string id;     // the custom_id: the file's path relative to the spec's directory, or

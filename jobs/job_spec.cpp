@@ -104,14 +104,15 @@ int longest_label(const JobSpec& spec) {
 
 }  // namespace
 
+int64_t item_max_context(const JobSpec& spec, const ItemSpec& item) {
+  const int64_t n = static_cast<int64_t>(item.prompt_ids.size());
+  if (!spec.classify) return n + item.params.max_tokens;
+  return static_cast<int64_t>(spec.classify->prefix_ids.size()) + n + longest_label(spec);
+}
+
 int64_t job_max_context(const JobSpec& spec) {
   int64_t longest = 0;
-  for (const auto& item : spec.items) {
-    const int64_t n = static_cast<int64_t>(item.prompt_ids.size());
-    longest = std::max<int64_t>(longest, spec.classify ? n : n + item.params.max_tokens);
-  }
-  if (spec.classify)
-    longest += static_cast<int64_t>(spec.classify->prefix_ids.size()) + longest_label(spec);
+  for (const auto& item : spec.items) longest = std::max(longest, item_max_context(spec, item));
   return longest;
 }
 

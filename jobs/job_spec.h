@@ -101,6 +101,7 @@ struct JobSpec {
   std::string model_dir;                 // `model`, made absolute against the spec's directory
   std::string model_where;               // "<spec>:<line>:<col>" of the model value
   std::optional<uint64_t> memory_bytes;  // `memory`; absent = the engine's default
+  std::string memory_where;              // "<spec>:<line>:<col>" of the memory value
   int max_attempts = 3;  // failed attempts (errors, lost processes) before an item fails
   int priority = 0;      // higher runs first; FIFO among equals
   SpeculativeMode speculative = SpeculativeMode::kAuto;  // generate only; auto: on where it pays
@@ -112,6 +113,8 @@ struct JobSpec {
 // document + suffix + the longest label (what the engine's memory plan must hold state for).
 // REQUIRES: prompts tokenized (spec_model.h).
 int64_t job_max_context(const JobSpec& spec);
+// The same for one item of the job.
+int64_t item_max_context(const JobSpec& spec, const ItemSpec& item);
 
 // The job-level settings as canonical JSON, stored with the job: name, kind, model,
 // memory_bytes, max_attempts, priority, source, max_context; for classify also "classify":

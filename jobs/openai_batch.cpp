@@ -12,6 +12,7 @@
 #include "engine/model/config.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "jobs/chat/chat_messages.h"
+#include "jobs/document_inputs.h"
 #include "jobs/spec_model.h"
 
 namespace nj::jobs {
@@ -69,6 +70,10 @@ void read_messages(const json& body, OpenAiRequest& req, LineErrors& errors) {
   const json* messages = field(body, "messages");
   req.messages = read_chat_messages(messages ? *messages : json(), "body.messages", problems);
   for (const std::string& p : problems) errors.add(req.line, p);
+  size_t bytes = 0;
+  for (const ChatMessage& m : req.messages) bytes += m.content.size() + m.reasoning.size();
+  if (bytes > kMaxDocumentBytes)
+    errors.add(req.line, document_too_large("body.messages' text", bytes));
 }
 
 // Thinking: reasoning_effort and/or chat_template_kwargs (the header's rules).
@@ -293,6 +298,7 @@ Result<JobSpec> load_openai_batch(const OpenAiBatchJob& job) {
   while (spec.model_dir.size() > 1 && spec.model_dir.back() == '/') spec.model_dir.pop_back();
   spec.model_where = "--model " + job.model_dir;
   spec.memory_bytes = job.memory_bytes;
+  spec.memory_where = "--memory";
 
   auto config = load_model_config(spec.model_dir);
   if (!config.ok()) return invalid_argument(spec.model_where + ": " + config.status().message());
@@ -317,6 +323,7 @@ Result<JobSpec> load_openai_batch(const OpenAiBatchJob& job) {
     spec.items.push_back(std::move(item));
   }
   NJ_RETURN_IF_ERROR(check_spec_against_model(spec, *config, &*tok));
+  NJ_RETURN_IF_ERROR(check_job_fits_model(spec));
   return spec;
 }
 

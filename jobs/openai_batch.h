@@ -9,7 +9,8 @@
 //    "body": {                           required
 //      "messages": [...],                required: jobs/chat/chat_messages.h (roles system,
 //                                        developer = system, user, assistant; text content;
-//                                        an assistant's reasoning_content)
+//                                        an assistant's reasoning_content); all messages'
+//                                        text at most 16 MiB
 //      "model": TEXT,                    optional, ignored (the job runs --model DIR)
 //      "max_tokens": N,                  optional, 1..1048576, default 64;
 //      "max_completion_tokens": N,       ... the same, under its newer name (not both)

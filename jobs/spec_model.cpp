@@ -5,8 +5,14 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "engine/io/file.h"
+#include "engine/model/model.h"
+#include "engine/model/planner.h"
 #include "jobs/label_trie.h"
 
 namespace nj::jobs {
@@ -90,7 +96,67 @@ Status check_classify(JobSpec& spec, const ModelConfig& config, const Tokenizer*
   return join(errors);
 }
 
+// A positive limit of a JSON document's `key` (at the top level or under text_config), or
+// nullopt. Values from 1e15 up are the "no limit" sentinels Hugging Face files use.
+std::optional<int64_t> json_limit(const std::string& path, const char* key) {
+  auto text = read_small_file(path, 16u << 20);
+  if (!text.ok()) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  for (const nlohmann::json* o : {&j, j.contains("text_config") ? &j["text_config"] : nullptr}) {
+    if (!o || !o->is_object() || !o->contains(key)) continue;
+    const nlohmann::json& v = (*o)[key];
+    if (v.is_number() && v.get<double>() >= 1 && v.get<double>() < 1e15)
+      return static_cast<int64_t>(v.get<double>());
+  }
+  return std::nullopt;
+}
+
+// The model's maximum context and where it comes from, if the model states one.
+std::optional<std::pair<int64_t, std::string>> model_max_context(const std::string& dir) {
+  std::optional<std::pair<int64_t, std::string>> out;
+  if (auto v = json_limit(dir + "/config.json", "max_position_embeddings"))
+    out = std::make_pair(*v, std::string("config.json max_position_embeddings"));
+  if (auto v = json_limit(dir + "/tokenizer_config.json", "model_max_length");
+      v && (!out || *v < out->first))
+    out = std::make_pair(*v, std::string("tokenizer_config.json model_max_length"));
+  return out;
+}
+
 }  // namespace
+
+Status check_job_fits_model(const JobSpec& spec) {
+  std::vector<std::string> errors;
+  if (auto limit = model_max_context(spec.model_dir)) {
+    for (size_t i = 0; i < spec.items.size(); ++i) {
+      const ItemSpec& item = spec.items[i];
+      const int64_t context = item_max_context(spec, item);
+      if (context <= limit->first) continue;
+      errors.push_back(item.where + ": items[" + std::to_string(i) + "] '" + item.id +
+                       "': its context of " + std::to_string(context) +
+                       " tokens (prompt and output) is beyond the model's maximum of " +
+                       std::to_string(limit->first) + " (" + limit->second + ")");
+    }
+  }
+  if (spec.memory_bytes && errors.empty()) {
+    std::string pack_warning;
+    NJ_ASSIGN_OR_RETURN(ModelHeaders headers,
+                        open_model_headers(spec.model_dir, /*use_pack=*/true, &pack_warning));
+    PlanOptions po;  // run's defaults: the prefill chunk, and a logits row per replayed token
+    po.max_context = static_cast<int>(std::max<int64_t>(1, job_max_context(spec)));
+    po.all_logits = true;
+    po.sequence_states = spec.classify ? 2 : 1;
+    auto plan = plan_residency(*headers.layout, *spec.memory_bytes, po);
+    if (!plan.ok()) {
+      if (plan.status().code() != StatusCode::kResourceExhausted) return plan.status();
+      const std::string where = spec.memory_where.empty() ? spec.source : spec.memory_where;
+      errors.push_back(where + ": memory: " + plan.status().message() +
+                       " (for this job's longest context, " + std::to_string(po.max_context) +
+                       " tokens)");
+    }
+  }
+  return join(errors);
+}
 
 Status check_spec_against_model(JobSpec& spec, const ModelConfig& config,
                                 const Tokenizer* tokenizer) {
@@ -141,7 +207,8 @@ Status bind_spec_to_model(JobSpec& spec) {
           spec.model_where + ": model: its tokenizer cannot be read: " + loaded.status().message());
     tokenizer.emplace(std::move(*loaded));
   }
-  return check_spec_against_model(spec, *config, tokenizer ? &*tokenizer : nullptr);
+  NJ_RETURN_IF_ERROR(check_spec_against_model(spec, *config, tokenizer ? &*tokenizer : nullptr));
+  return check_job_fits_model(spec);
 }
 
 }  // namespace nj::jobs

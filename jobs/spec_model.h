@@ -23,4 +23,15 @@ Status bind_spec_to_model(JobSpec& spec);
 Status check_spec_against_model(JobSpec& spec, const ModelConfig& config,
                                 const Tokenizer* tokenizer);
 
+// REQUIRES: prompts tokenized. The checks of what a run of the job will need from its model:
+//   - every item's context (prompt + max_tokens; for classify prefix + document + suffix +
+//     the longest label) is within the model's maximum: the smaller of config.json's
+//     `max_position_embeddings` (top level or text_config) and tokenizer_config.json's
+//     `model_max_length`, when the model gives either;
+//   - `memory`, when given, is at least the minimum `run` needs for the job (the plan at
+//     the job's longest context, the default prefill chunk, a logits row per replayed token,
+//     and for classify a second sequence state). Reads the safetensors headers.
+// InvalidArgument listing the problems as "<where>: <key>: <what>".
+Status check_job_fits_model(const JobSpec& spec);
+
 }  // namespace nj::jobs

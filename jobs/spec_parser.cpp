@@ -9,6 +9,7 @@
 #include "engine/io/file.h"
 #include "engine/util/units.h"
 #include "jobs/classify_spec.h"
+#include "jobs/document_inputs.h"
 #include "jobs/spec_reader.h"
 #include "jobs/yaml_source.h"
 
@@ -53,6 +54,11 @@ void read_prompt(MapReader& item, ItemSpec& out) {
     out.prompt_where = errors.where(*text);
     if (!text->IsScalar() || text->Scalar().empty()) {
       errors.add(*text, item.key_path("prompt"), "expected non-empty text");
+      return;
+    }
+    if (text->Scalar().size() > kMaxDocumentBytes) {
+      errors.add(*text, item.key_path("prompt"),
+                 document_too_large("the prompt", text->Scalar().size()));
       return;
     }
     out.prompt_text = text->Scalar();
@@ -163,6 +169,7 @@ Result<JobSpec> parse_job_spec(const std::string& text, const std::string& name,
       spec.model_dir = resolve_model_path(*v, base_dir);
   }
   if (auto node = top.find("memory")) {
+    spec.memory_where = errors.where(*node);
     if (!node->IsScalar()) {
       errors.add(*node, "memory", "expected a size such as 8GiB");
     } else {

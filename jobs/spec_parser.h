@@ -22,12 +22,14 @@
 //                              stop there, when the model has a tokenizer)
 //   items:                     required, at least one
 //     - id: TEXT               required, unique within the job (the result's custom_id)
-//       prompt: TEXT           the prompt as text (tokenized at submit with the model's
-//                              tokenizer; an error when the model has none), or
+//       prompt: TEXT           the prompt as text, at most 16 MiB (tokenized at submit with
+//                              the model's tokenizer; an error when the model has none), or
 //       prompt_ids: [N, ...]   the prompt as token ids (exactly one of the two)
 //       max_tokens: N          any `defaults` key overrides the default for this item
 //
 // Unknown keys and duplicate keys are errors; all errors of a file are reported together.
+// A job whose context exceeds the model's maximum, or whose `memory` is below what it needs,
+// is refused by the model checks (spec_model.h).
 // Checks that need the model (its existence, vocabulary, tokenizer) are in spec_model.h.
 #pragma once
 

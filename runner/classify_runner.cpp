@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/model/numerics.h"
 #include "engine/model/session.h"
 #include "jobs/job_spec.h"
 #include "jobs/label_trie.h"
@@ -42,7 +43,8 @@ class ClassifyRun {
   // Puts the state after the template prefix into session_ (see classify_runner.h).
   Result<Step> prefix();
   Result<ItemReport> stopped(const std::string& reason);
-  Result<ItemReport> fail(const std::string& error);
+  // A failed attempt; `final` fails the item at once (an error every attempt would repeat).
+  Result<ItemReport> fail(const std::string& error, bool final = false);
   ItemReport lost();
   Progress progress(std::span<const int32_t> tokens = {}) const {
     return Progress{0, tokens, prefill_s_, decode_s_, usage_};
@@ -54,10 +56,11 @@ class ClassifyRun {
   PrefixStates prefixes_;
   std::string label_;
   jobs::ClassifySettings settings_;
-  std::unique_ptr<Session> session_;
+  std::unique_ptr<ItemSession> session_;
   EngineUsage usage_;  // the item's engine work
   double prefill_s_ = 0, decode_s_ = 0;
   std::string engine_error_;
+  bool engine_error_final_ = false;  // deterministic: every attempt would repeat it
   std::string prefix_source_;  // "restored", "prefilled", "fed" (reuse off) or "none"
   double prefix_restore_s_ = 0;
 };
@@ -76,6 +79,7 @@ Result<ClassifyRun::Step> ClassifyRun::feed_chunked(std::span<const int32_t> ids
     seconds += seconds_since(t0);
     if (!s.ok()) {
       engine_error_ = s.message();
+      engine_error_final_ = s.code() == StatusCode::kNonFinite;
       return Step::kEngineError;
     }
     env_.progress.feeding(what, static_cast<int64_t>(std::min(at + chunk, ids.size())),
@@ -87,7 +91,7 @@ Result<ClassifyRun::Step> ClassifyRun::feed_chunked(std::span<const int32_t> ids
 }
 
 Result<ClassifyRun::Step> ClassifyRun::prefix() {
-  session_ = std::make_unique<Session>(env_.model, SessionOptions{env_.options.prefill_chunk});
+  session_ = std::make_unique<ItemSession>(env_.passes, env_.options.prefill_chunk);
   const std::vector<int32_t>& ids = settings_.prefix_ids;
   if (ids.empty()) {
     prefix_source_ = "none";
@@ -98,6 +102,22 @@ Result<ClassifyRun::Step> ClassifyRun::prefix() {
     return feed_chunked(ids, usage_, prefill_s_, "prefix");
   }
   const int64_t job = claim_.job.id;
+  // Another item of this batch is loading or prefilling the prefix: its passes go on while
+  // this one waits, then this one finds the saved state.
+  while (env_.prefix_gate.busy(job)) {
+    if (Status s = session_->skip_pass(); !s.ok()) {
+      engine_error_ = s.message();
+      return Step::kEngineError;
+    }
+    if (env_.lease.lost()) return Step::kLost;
+    if (env_.stop.reason()) return Step::kStopped;
+  }
+  env_.prefix_gate.enter(job);
+  struct Leave {
+    PrefixGate& gate;
+    int64_t job;
+    ~Leave() { gate.leave(job); }
+  } leave{env_.prefix_gate, job};
   auto t0 = Clock::now();
   auto loaded = prefixes_.load(job, env_.model, ids);
   if (!loaded.ok()) {
@@ -158,11 +178,12 @@ Result<ItemReport> ClassifyRun::stopped(const std::string& reason) {
   return ItemReport{ItemOutcome::kStopped, ItemState::kQueued, reason, 0};
 }
 
-Result<ItemReport> ClassifyRun::fail(const std::string& error) {
-  NJ_ASSIGN_OR_RETURN(auto state, env_.store.fail_attempt(item_.id, env_.owner, progress(), error));
+Result<ItemReport> ClassifyRun::fail(const std::string& error, bool final) {
+  NJ_ASSIGN_OR_RETURN(auto state,
+                      env_.store.fail_attempt(item_.id, env_.owner, progress(), error, final));
   if (!state) return lost();
   if (*state == ItemState::kFailed)
-    spdlog::error("{}: failed after {} attempts: {}", label_, claim_.job.max_attempts, error);
+    spdlog::error("{}: failed after {} attempts: {}", label_, item_.attempts + 1, error);
   else
     spdlog::warn("{}: attempt failed: {}", label_, error);
   return ItemReport{ItemOutcome::kAttemptFailed, *state, error, 0};
@@ -200,7 +221,7 @@ Result<ItemReport> ClassifyRun::run() {
       case Step::kLost:
         return lost();
       case Step::kEngineError:
-        return fail(engine_error_);
+        return fail(engine_error_, engine_error_final_);
     }
     return std::nullopt;
   };
@@ -221,7 +242,7 @@ Result<ItemReport> ClassifyRun::run() {
       for (size_t j = 0; j < paths[k].size(); ++j) {
         if (Status s = feed(std::span<const int32_t>(&paths[k][j], 1), usage_, /*decode=*/true);
             !s.ok())
-          return fail(s.message());
+          return fail(s.message(), s.code() == StatusCode::kNonFinite);
         const int b = trie->branch_index(std::span<const int32_t>(paths[k]).first(j + 1));
         if (b >= 0) branch[static_cast<size_t>(b)] = session_->last_logits();
       }
@@ -247,7 +268,7 @@ Result<ItemReport> ClassifyRun::run() {
   const std::vector<int32_t>& answer_ids = settings_.label_ids[scores.best];
   NewResult result{"label",
                    static_cast<int64_t>(settings_.prefix_ids.size() + item_.prompt_ids.size()),
-                   answer, details.dump()};
+                   answer, details.dump(), static_cast<int>(kNumericsVersion)};
   NJ_ASSIGN_OR_RETURN(bool owned,
                       env_.store.finish_item(item_.id, env_.owner, progress(answer_ids), result));
   if (!owned) return lost();

@@ -5,19 +5,20 @@
 
 #include <CLI/CLI.hpp>
 
+#include <spdlog/spdlog.h>
 #include "engine/model/tensor_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
-#include <spdlog/spdlog.h>
 
 #include "engine/io/env.h"
+#include "engine/io/file.h"
 #include "engine/model/model.h"
 #include "engine/model/pack.h"
 #include "engine/model/planner.h"
-#include "engine/io/file.h"
 #include "engine/util/units.h"
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
+#include "runner/model_args.h"
 #include "runner/output.h"
 
 namespace nj::runner {
@@ -25,18 +26,21 @@ namespace nj::runner {
 void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
   struct Args {
     std::string model, memory, output = "text";
-    double bandwidth = 2.6;
-    int prefill_chunk = kDefaultPrefillChunk, max_context = 4096, batch = 1;
-    bool all_logits = false;
-    std::string routing_profile;
+    double bandwidth = 2.6, decode_gbps = PlanOptions{}.decode_gbps;
+    int prefill_chunk = kDefaultPrefillChunk, max_context = 4096, batch = 1, io_threads = kDefaultIoThreads;
+    bool all_logits = false, no_pack = false;
+    std::string routing_profile, pack_dir, pin_compressed = "auto";
   };
   auto a = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("plan", "Show where the weights would live under a memory budget, and the "
-                                             "predicted reads and seconds per decoded token");
+  CLI::App* sub =
+      app.add_subcommand("plan",
+                         "Show where the weights would live under a memory budget, and the "
+                         "predicted reads and seconds per decoded token");
   sub->add_option("--model", a->model, "Model directory")->required();
   sub->add_option("--memory", a->memory, "Memory budget, e.g. 8GiB (omit: everything resident)");
-  sub->add_option("--bandwidth", a->bandwidth, "Disk read bandwidth in GB/s for the prediction (default 2.6; "
-                                                "`nightjar doctor` measures it)")
+  sub->add_option("--bandwidth", a->bandwidth,
+                  "Disk read bandwidth in GB/s for the prediction (default 2.6; "
+                  "`nightjar doctor` measures it)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--prefill-chunk", a->prefill_chunk, "As for generate")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--max-context", a->max_context, "Positions of state to reserve (default 4096)")->check(CLI::PositiveNumber);
@@ -46,8 +50,20 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub->add_flag("--all-logits", a->all_logits, "Plan for `logits` (keeps every position's logits)");
-  sub->add_option("--routing-profile", a->routing_profile,
-                  "Predict the expert cache from this measured routing (generate --save-routing-profile)");
+  sub->add_option(
+      "--routing-profile", a->routing_profile,
+      "Predict the expert cache from this measured routing (generate --save-routing-profile)");
+  sub->add_option("--decode-gbps", a->decode_gbps,
+                  "Lossless pack: decode rate of one I/O thread in GB/s for the prediction and the "
+                  "choice of units held compressed (default 8)")
+      ->check(CLI::PositiveNumber);
+  add_pin_compressed_option(*sub, a->pin_compressed);
+  sub->add_option("--io-threads", a->io_threads,
+                  "As for generate (default 8): one block staging buffer each")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--pack", a->pack_dir,
+                  "Directory of a packed trunk (default: the model directory)");
+  sub->add_flag("--no-pack", a->no_pack, "Plan for the shards even if a valid pack exists");
   sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(sub, [a]() -> int {
     uint64_t budget = 0;
@@ -57,12 +73,15 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
       budget = *b;
     }
     std::string pack_warning;  // a valid packed trunk changes the units' read sizes
-    auto headers = open_model_headers(a->model, /*use_pack=*/true, &pack_warning);
+    auto headers = open_model_headers(a->model, !a->no_pack, &pack_warning, a->pack_dir);
     if (!headers.ok()) return report_failure(headers.status());
     if (!pack_warning.empty()) spdlog::warn("not using the packed trunk: {}", pack_warning);
     const ModelLayout& layout = *headers->layout;
     PlanOptions po;
     po.bandwidth_gbps = a->bandwidth;
+    po.decode_gbps = a->decode_gbps;
+    po.io_threads = a->io_threads;
+    po.pin_compressed = *parse_pin_compressed(a->pin_compressed);  // checked by the option
     po.prefill_chunk = a->prefill_chunk;
     po.max_context = a->max_context;
     po.all_logits = a->all_logits;
@@ -86,7 +105,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
           PlanOptions one = po;
           one.batch = 1;
           auto one_plan = plan_residency(layout, budget, one);
-          print_json({{"error", plan.status().message()},
+          print_json({{"error", error_json(exit_code_for(plan.status()), plan.status().message())},
                       {"batch", po.batch},
                       {"min_memory_bytes", min_plan->min_memory_bytes},
                       {"max_batch", one_plan.ok() ? one_plan->max_batch : 0}});
@@ -94,8 +113,10 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
       }
       return report_failure(plan.status());
     }
-    if (a->output == "json") print_json(plan->to_json());
-    else std::fputs(plan->to_text().c_str(), stdout);
+    if (a->output == "json")
+      print_json(plan->to_json());
+    else
+      std::fputs(plan->to_text().c_str(), stdout);
     return kExitOk;
   });
 }

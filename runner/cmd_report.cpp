@@ -58,7 +58,8 @@ void add_report_command(CLI::App& app, const GlobalOptions&, CommandTable& table
                   "repeat it for one report over several homes");
   sub->add_option("--out", a->out,
                   "Also write a self-contained HTML page (summary, timeline, I/O share)");
-  sub->add_option("--items", a->items, "Per-item lines per job in the text (0 = all)")
+  sub->add_option("--items", a->items,
+                  "Items per job in the text and in the HTML page's table and timeline (0 = all)")
       ->capture_default_str();
   table.emplace_back(sub, [a]() -> int {
     ReportSources sources;
@@ -94,7 +95,7 @@ void add_report_command(CLI::App& app, const GlobalOptions&, CommandTable& table
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     if (!a->out.empty()) {
-      const std::string page = report_html(reports, now);
+      const std::string page = report_html(reports, now, a->items);
       if (Status s = write_file_durably(*Env::posix(), a->out, page); !s.ok())
         return report_failure(s);
       spdlog::info("wrote the report of {} job(s) to {}", reports.size(), a->out);

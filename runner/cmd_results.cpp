@@ -11,6 +11,7 @@
 
 #include "engine/io/durable.h"
 #include "engine/io/env.h"
+#include "jobs/job_spec.h"
 #include "jobs/output_paths.h"
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
@@ -23,13 +24,19 @@
 namespace nj::runner {
 namespace {
 
-// `results JOB --write`: the job's declared outputs.
+// `results JOB --write`: the job's declared outputs, and how that went recorded with the job.
 int write_outputs_now(JobStore& store, const JobRow& job, const Home& home) {
   auto written = write_declared_outputs(store, job, home);
-  if (!written.ok()) return report_failure(written.status());
+  if (!written.ok()) {
+    if (Status s = store.record_outputs(job.id, {}, written.status().message()); !s.ok())
+      spdlog::warn("could not record the failure with the job: {}", s.message());
+    return report_failure(written.status());
+  }
   if (written->empty())
     return report_failure(invalid_argument("job " + std::to_string(job.id) +
                                            " declares no outputs (outputs: in its spec)"));
+  if (Status s = store.record_outputs(job.id, *written, std::nullopt); !s.ok())
+    return report_failure(s);
   for (const auto& path : *written) spdlog::info("wrote {}", path);
   return kExitOk;
 }
@@ -65,6 +72,11 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     auto job = s.find_job(a->job);
     if (!job.ok()) return report_failure(job.status());
     if (a->write) return write_outputs_now(s, *job, *home);
+    if (job->outputs_state == "failed")
+      spdlog::warn(
+          "job {}: its declared outputs could not be written ({}); "
+          "`nightjar results {} --write` writes them again",
+          job->id, printable(job->outputs_error.value_or("")), job->id);
     if (!a->out.empty()) {
       if (auto inside = jobs::home_containing(a->out, {home->dir}, Home::kStoreFile))
         return report_failure(invalid_argument(
@@ -91,13 +103,22 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
 
 Result<std::string> results_jsonl(JobStore& store, const JobRow& job) {
   NJ_ASSIGN_OR_RETURN(auto items, store.items(job.id));
+  const int64_t shared = shared_prompt_tokens(job);
   std::string text;
   for (const auto& item : items) {
     NJ_ASSIGN_OR_RETURN(auto r, store.result(item.id));
-    text += result_record(item, r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+    text += result_record(item, r, shared)
+                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
             "\n";
   }
   return text;
+}
+
+int64_t shared_prompt_tokens(const JobRow& job) {
+  if (job.kind != "classify") return 0;
+  auto c =
+      jobs::classify_settings_from_json(nlohmann::json::parse(job.settings_json, nullptr, false));
+  return c.ok() ? static_cast<int64_t>(c->prefix_ids.size()) : 0;
 }
 
 }  // namespace nj::runner

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "engine/io/read_pool.h"
 #include "engine/util/units.h"
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
@@ -46,11 +47,18 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
                   "Exit after this many items finished (done or failed)")
       ->check(CLI::PositiveNumber);
   add_compute_options(*sub, a->compute);
-  sub->add_option("--prefill-chunk", a->sched.prefill_chunk, "Tokens per prefill pass")->capture_default_str()
+  sub->add_option("--prefill-chunk", a->sched.prefill_chunk, "Tokens per prefill pass")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option(
+         "--batch", a->sched.batch,
+         "Items per pass over the weights (default: the largest batch the job's memory budget "
+         "holds, 16 when everything is resident); each item's output is what it would be alone")
       ->check(CLI::PositiveNumber);
   sub->add_option("--io-threads", a->sched.io_threads,
-                  "Reads in flight when a job's memory budget streams (default 8)")
-      ->check(CLI::PositiveNumber);
+                  "Reads in flight when a job's memory budget streams (default 8, at most " +
+                      std::to_string(kMaxIoThreads) + ")")
+      ->check(CLI::Range(1, kMaxIoThreads));
   ItemRunOptions& item = a->sched.item;
   sub->add_option("--commit-tokens", item.commit_tokens,
                   "Store output tokens when this many are pending (default 64)")
@@ -66,6 +74,10 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
       ->check(CLI::PositiveNumber);
   sub->add_option("--lease-seconds", a->sched.lease_s,
                   "How long an item's lease holds without a heartbeat (default 600)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--retry-seconds", a->sched.retry_s,
+                  "Wait before retrying an item whose model cannot be opened; doubles with "
+                  "each failed attempt, at most an hour (default 60)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--poll-seconds", a->sched.poll_interval_s,
                   "How often an idle run looks for new work (default 5)")
@@ -111,6 +123,18 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
                  deadline ? ", until " + a->until : std::string());
     auto summary = run_queue(*home, **store, options, stop, progress);
     if (!summary.ok()) return report_failure(summary.status());
+    if (summary->outputs_failed > 0) {
+      spdlog::error(
+          "the outputs of {} job(s) could not be written (nightjar status shows them; "
+          "nightjar results JOB --write writes them again)",
+          summary->outputs_failed);
+      return kExitFailure;
+    }
+    if (summary->failed > 0) {
+      spdlog::error("{} item(s) failed for good during this run (nightjar status JOB lists them)",
+                    summary->failed);
+      return kExitItemsFailed;
+    }
     return kExitOk;
   });
 }

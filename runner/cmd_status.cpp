@@ -10,6 +10,8 @@
 #include "runner/commands.h"
 #include "runner/exit_codes.h"
 #include "runner/home.h"
+#include "runner/job_outputs.h"
+#include "runner/lease_owner.h"
 #include "runner/output.h"
 #include "runner/progress.h"
 
@@ -19,9 +21,28 @@ namespace {
 std::string job_state(const JobSummary& j) {
   if (j.running > 0) return "running";
   if (j.queued > 0) return "queued";
+  if (j.job.outputs_state == "failed") return "outputs_failed";  // finished, files not written
   if (j.failed > 0) return "failed";
   if (j.cancelled > 0) return "cancelled";
   return "done";
+}
+
+// The declared outputs' state: null while none were written (or none are declared).
+nlohmann::json outputs_json(const JobRow& job) {
+  if (!job.outputs_state) return nullptr;
+  nlohmann::json out = {{"state", *job.outputs_state}, {"at", job.outputs_at.value_or(0.0)}};
+  out["error"] = job.outputs_error ? nlohmann::json(*job.outputs_error) : nlohmann::json(nullptr);
+  return out;
+}
+
+// An item's state as status shows it: a running item whose lease expired without a
+// heartbeat, or whose run process on this host is gone, is "stalled" (the next run takes it
+// over), not running.
+std::string shown_state(const ItemRow& i, double now) {
+  if (i.state == ItemState::kRunning && ((i.lease_expires && *i.lease_expires < now) ||
+                                         (i.lease_owner && !lease_owner_alive(*i.lease_owner))))
+    return "stalled";
+  return item_state_name(i.state);
 }
 
 // Generated tokens per second of engine time, and the time the queued work still needs.
@@ -49,27 +70,35 @@ nlohmann::json job_json(const JobSummary& j) {
                         {"tokens_planned", j.tokens_planned},
                         {"active_s", j.active_s},
                         {"rate_tokens_per_s", rate},
-                        {"created_at", j.job.created_at}};
+                        {"created_at", j.job.created_at},
+                        {"outputs", outputs_json(j.job)}};
   out["eta_s"] = (rate > 0 && (j.queued + j.running) > 0) ? nlohmann::json(left / rate)
                                                           : nlohmann::json(nullptr);
   return out;
 }
 
-nlohmann::json item_json(const ItemRow& i) {
+nlohmann::json item_json(const ItemRow& i, int64_t shared_prompt, double now) {
   const double rate = rate_of(i.tokens_done, i.prefill_s + i.decode_s);
-  nlohmann::json out = {{"custom_id", i.custom_id},
-                        {"state", item_state_name(i.state)},
-                        {"tokens_done", i.tokens_done},
-                        {"max_tokens", i.max_tokens},
-                        {"prompt_tokens", i.prompt_ids.size()},
-                        {"attempts", i.attempts},
-                        {"claims", i.claims},
-                        {"rate_tokens_per_s", rate}};
+  const std::string state = shown_state(i, now);
+  nlohmann::json out = {
+      {"custom_id", i.custom_id},
+      {"state", state},
+      {"tokens_done", i.tokens_done},
+      {"max_tokens", i.max_tokens},
+      {"prompt_tokens", static_cast<int64_t>(i.prompt_ids.size()) + shared_prompt},
+      {"attempts", i.attempts},
+      {"claims", i.claims},
+      {"rate_tokens_per_s", rate}};
   out["last_error"] = i.last_error ? nlohmann::json(*i.last_error) : nlohmann::json(nullptr);
   out["lease_owner"] = i.lease_owner ? nlohmann::json(*i.lease_owner) : nlohmann::json(nullptr);
-  const bool active = i.state == ItemState::kQueued || i.state == ItemState::kRunning;
+  const bool active = state == "queued" || state == "running";
   out["eta_s"] = active && rate > 0 ? nlohmann::json((i.max_tokens - i.tokens_done) / rate)
                                     : nlohmann::json(nullptr);
+  out["retry_at"] = i.state == ItemState::kQueued && i.retry_at && *i.retry_at > now
+                        ? nlohmann::json(*i.retry_at)
+                        : nlohmann::json(nullptr);
+  out["numerics_version"] =
+      i.numerics_version ? nlohmann::json(*i.numerics_version) : nlohmann::json(nullptr);
   return out;
 }
 
@@ -78,6 +107,17 @@ std::string rate_text(double rate) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f tok/s", rate);
   return buf;
+}
+
+// A line under the table for each job whose declared outputs could not be written.
+void print_outputs_failures(const std::vector<JobSummary>& jobs) {
+  for (const auto& j : jobs)
+    if (j.job.outputs_state == "failed")
+      std::printf(
+          "job %lld: its outputs could not be written: %s (nightjar results %lld --write "
+          "writes them again)\n",
+          (long long)j.job.id, printable(j.job.outputs_error.value_or("")).c_str(),
+          (long long)j.job.id);
 }
 
 void print_jobs_text(const std::vector<JobSummary>& jobs) {
@@ -95,24 +135,26 @@ void print_jobs_text(const std::vector<JobSummary>& jobs) {
                   (long long)j.cancelled);
     std::snprintf(tokens, sizeof tokens, "%lld/%lld", (long long)j.tokens_done,
                   (long long)j.tokens_planned);
-    std::printf("%-5lld %-24s %-9s %-30s %-17s %-13s %s\n", (long long)j.job.id, j.job.name.c_str(),
-                job_state(j).c_str(), items, tokens, rate_text(js["rate_tokens_per_s"]).c_str(),
+    std::printf("%-5lld %-24s %-9s %-30s %-17s %-13s %s\n", (long long)j.job.id,
+                printable(j.job.name).c_str(), job_state(j).c_str(), items, tokens,
+                rate_text(js["rate_tokens_per_s"]).c_str(),
                 js["eta_s"].is_null() ? "-" : format_duration(js["eta_s"].get<double>()).c_str());
   }
 }
 
-void print_items_text(const JobSummary& j, const std::vector<ItemRow>& items) {
+void print_items_text(const JobSummary& j, const std::vector<ItemRow>& items, double now) {
   print_jobs_text({j});
+  print_outputs_failures({j});
   std::printf("\n%-24s %-10s %-15s %-9s %-13s %s\n", "ITEM", "STATE", "TOKENS", "ATTEMPTS", "RATE",
               "LAST ERROR");
   for (const auto& i : items) {
     char tokens[40];
     std::snprintf(tokens, sizeof tokens, "%lld/%lld", (long long)i.tokens_done,
                   (long long)i.max_tokens);
-    std::printf("%-24s %-10s %-15s %-9d %-13s %s\n", i.custom_id.c_str(), item_state_name(i.state),
-                tokens, i.attempts,
+    std::printf("%-24s %-10s %-15s %-9d %-13s %s\n", printable(i.custom_id).c_str(),
+                shown_state(i, now).c_str(), tokens, i.attempts,
                 rate_text(rate_of(i.tokens_done, i.prefill_s + i.decode_s)).c_str(),
-                i.last_error.value_or("").c_str());
+                printable(i.last_error.value_or("")).c_str());
   }
 }
 
@@ -168,6 +210,7 @@ void add_status_command(CLI::App& app, const GlobalOptions&, CommandTable& table
         print_json({{"jobs", arr}});
       } else {
         print_jobs_text(*jobs);
+        print_outputs_failures(*jobs);
       }
       return kExitOk;
     }
@@ -179,7 +222,8 @@ void add_status_command(CLI::App& app, const GlobalOptions&, CommandTable& table
     if (!items.ok()) return report_failure(items.status());
     if (a->output == "json") {
       nlohmann::json arr = nlohmann::json::array();
-      for (const auto& i : *items) arr.push_back(item_json(i));
+      const int64_t shared = shared_prompt_tokens(*job);
+      for (const auto& i : *items) arr.push_back(item_json(i, shared, s.now()));
       nlohmann::json j = job_json(*summary);
       if (job->kind == "classify") {
         auto prefix = prefix_json(s, job->id);
@@ -188,7 +232,7 @@ void add_status_command(CLI::App& app, const GlobalOptions&, CommandTable& table
       }
       print_json({{"job", j}, {"items", arr}});
     } else {
-      print_items_text(*summary, *items);
+      print_items_text(*summary, *items, s.now());
     }
     return kExitOk;
   });

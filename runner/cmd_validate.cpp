@@ -82,8 +82,10 @@ void add_validate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
                                 : check_spec(a->spec, a->allow_outputs, a->home);
     if (!spec.ok()) {
       if (a->output == "json")
-        print_json(
-            {{"ok", false}, {"spec", source}, {"errors", error_lines(spec.status().message())}});
+        print_json({{"ok", false},
+                    {"spec", source},
+                    {"errors", error_lines(spec.status().message())},
+                    {"error", error_json(exit_code_for(spec.status()), spec.status().message())}});
       return report_failure(spec.status());
     }
     if (a->output == "json") {

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/model/logprobs.h"
+#include "engine/model/numerics.h"
 #include "engine/model/sampler.h"
 #include "engine/model/session.h"
 #include "jobs/chat/chat_reply.h"
@@ -82,9 +84,15 @@ class ItemRun {
   Result<bool> commit();
   Result<bool> checkpoint();
   Result<ItemReport> stop(const std::string& reason);
-  Result<ItemReport> fail(const std::string& error);
+  // A failed attempt; `final` fails the item at once (an error every attempt would repeat).
+  Result<ItemReport> fail(const std::string& error, bool final = false);
   Result<ItemReport> finish();
   ItemReport lost();
+  // The stored output came from other arithmetic (another engine numerics version): drops
+  // the item's checkpoint unread. Returns false when the lease is gone.
+  Result<bool> forget_other_numerics();
+  // The replay of another arithmetic's output diverged: restarts the output from the prompt.
+  Result<bool> restart_from_prompt(int64_t restored_position);
 
   const ItemEnv& env_;
   const Claim& claim_;
@@ -92,14 +100,14 @@ class ItemRun {
   std::string label_;
   jobs::GenerateParams params_;
   std::vector<int32_t> prompt_;
-  std::vector<int32_t> output_;  // stored tokens, then this attempt's
-  int64_t stored_ = 0;           // output_[0, stored_) is in the store
+  std::vector<int32_t> output_;                   // stored tokens, then this attempt's
+  int64_t stored_ = 0;                            // output_[0, stored_) is in the store
   std::vector<TokenLogprobs> pending_logprobs_;   // of output_[stored_, end) (if asked for)
   std::unique_ptr<jobs::ChatReplyReader> reply_;  // chat items: reads the output so far
   int64_t generated_now_ = 0;
   double prefill_s_ = 0, decode_s_ = 0;  // engine time not yet recorded in the store
   EngineUsage usage_;                    // engine work not yet recorded in the store
-  std::unique_ptr<Session> session_;
+  std::unique_ptr<ItemSession> session_;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<ItemCheckpointWriter> writer_;
   int32_t eos_ = -1;                  // the token that ends the output (-1: none)
@@ -107,7 +115,9 @@ class ItemRun {
   Clock::time_point last_checkpoint_ = Clock::now();
   Clock::time_point last_commit_ = Clock::now();
   std::string divergence_;
+  bool engine_error_final_ = false;  // the engine error in divergence_ is deterministic
   int64_t fed_prompt_ = 0, fed_replay_ = 0;
+  bool numerics_recorded_ = false;  // the store says the output is this arithmetic's
 };
 
 // Chat items: the reader of the reply, fed the stored output (a resumed reply may already
@@ -123,7 +133,7 @@ Status ItemRun::read_chat_reply_so_far() {
 }
 
 void ItemRun::fresh_session() {
-  session_ = std::make_unique<Session>(env_.model, SessionOptions{env_.options.prefill_chunk});
+  session_ = std::make_unique<ItemSession>(env_.passes, env_.options.prefill_chunk);
   sampler_ = std::make_unique<Sampler>(params_.sampling);
 }
 
@@ -263,6 +273,7 @@ Result<ItemRun::Step> ItemRun::catch_up() {
     prefill_s_ += seconds_since(t0);
     if (!s.ok()) {
       divergence_ = s.message();
+      engine_error_final_ = s.code() == StatusCode::kNonFinite;
       return Step::kEngineError;
     }
     fed_prompt_ += n;
@@ -292,6 +303,7 @@ Result<ItemRun::Step> ItemRun::catch_up() {
     prefill_s_ += seconds_since(t0);
     if (!s.ok()) {
       divergence_ = s.message();
+      engine_error_final_ = s.code() == StatusCode::kNonFinite;
       return Step::kEngineError;
     }
     fed_replay_ += n;
@@ -328,12 +340,13 @@ Result<ItemReport> ItemRun::stop(const std::string& reason) {
   return ItemReport{ItemOutcome::kStopped, ItemState::kQueued, reason, generated_now_};
 }
 
-Result<ItemReport> ItemRun::fail(const std::string& error) {
-  NJ_ASSIGN_OR_RETURN(auto state, env_.store.fail_attempt(item_.id, env_.owner, progress(), error));
+Result<ItemReport> ItemRun::fail(const std::string& error, bool final) {
+  NJ_ASSIGN_OR_RETURN(auto state,
+                      env_.store.fail_attempt(item_.id, env_.owner, progress(), error, final));
   if (!state) return lost();
   mark_stored();
   if (*state == ItemState::kFailed)
-    spdlog::error("{}: failed after {} attempts: {}", label_, claim_.job.max_attempts, error);
+    spdlog::error("{}: failed after {} attempts: {}", label_, item_.attempts + 1, error);
   else
     spdlog::warn("{}: attempt failed ({} of {} allowed): {}", label_, item_.attempts + 1,
                  claim_.job.max_attempts, error);
@@ -345,9 +358,56 @@ ItemReport ItemRun::lost() {
   return ItemReport{ItemOutcome::kLostLease, std::nullopt, "lease lost", generated_now_};
 }
 
+Result<bool> ItemRun::forget_other_numerics() {
+  nlohmann::json detail = {{"current", kNumericsVersion}, {"tokens_done", output_.size()}};
+  detail["stored"] =
+      item_.numerics_version ? nlohmann::json(*item_.numerics_version) : nlohmann::json(nullptr);
+  spdlog::warn(
+      "{}: its {} stored tokens were computed with {} engine numerics (this binary: "
+      "version {}); replaying them from the prompt before going on",
+      label_, output_.size(),
+      item_.numerics_version ? "version " + std::to_string(*item_.numerics_version)
+                             : std::string("unrecorded"),
+      kNumericsVersion);
+  NJ_RETURN_IF_ERROR(
+      env_.store.add_event(claim_.job.id, item_.id, "numerics_changed", detail.dump()));
+  NJ_ASSIGN_OR_RETURN(bool owned, env_.store.drop_checkpoints(item_.id, env_.owner));
+  if (!owned) return false;
+  env_.checkpoints.remove_item(item_.id);
+  return true;
+}
+
+Result<bool> ItemRun::restart_from_prompt(int64_t restored_position) {
+  const int64_t dropped = static_cast<int64_t>(output_.size());
+  spdlog::warn(
+      "{}: {}: this arithmetic does not reproduce the stored output; restarting it from "
+      "the prompt ({} tokens dropped)",
+      label_, divergence_, dropped);
+  nlohmann::json detail = {{"error", divergence_},
+                           {"dropped_tokens", dropped},
+                           {"current", kNumericsVersion},
+                           {"checkpoint_position", restored_position}};
+  NJ_ASSIGN_OR_RETURN(
+      bool owned, env_.store.restart_output(item_.id, env_.owner, kNumericsVersion, detail.dump()));
+  if (!owned) return false;
+  env_.checkpoints.remove_item(item_.id);
+  output_.clear();
+  stored_ = 0;
+  pending_logprobs_.clear();
+  if (params_.chat) NJ_RETURN_IF_ERROR(read_chat_reply_so_far());  // a reader of no reply yet
+  StopControl::publish_tokens(0);
+  numerics_recorded_ = true;
+  fresh_session();
+  checkpoint_position_ = -1;
+  fed_prompt_ = fed_replay_ = 0;
+  return true;
+}
+
 Result<ItemReport> ItemRun::finish() {
   NewResult result{output_ended() ? "stop" : "length", static_cast<int64_t>(prompt_.size()),
                    std::nullopt};
+  // A complete output of other arithmetic (only its finish was missing) keeps its version.
+  if (numerics_recorded_) result.numerics_version = static_cast<int>(kNumericsVersion);
   if (env_.tokenizer) result.output_text = env_.tokenizer->decode(output_);
   NJ_ASSIGN_OR_RETURN(bool owned, env_.store.finish_item(item_.id, env_.owner, progress(), result));
   if (!owned) return lost();
@@ -377,7 +437,19 @@ Result<ItemReport> ItemRun::run() {
     if (Status s = read_chat_reply_so_far(); !s.ok()) return fail(s.message());
   // Every token stored, only the finish missing (a crash between the two).
   if (static_cast<int64_t>(output_.size()) == params_.max_tokens || output_ended()) return finish();
-  auto restored = restore();
+  // Output stored by other arithmetic (README "Engine numerics version"): its checkpoint is
+  // never restored; the tokens are replayed from the prompt and kept only if this arithmetic
+  // draws every one of them again, else the output restarts from the prompt.
+  const bool other_numerics =
+      !output_.empty() && item_.numerics_version != static_cast<int>(kNumericsVersion);
+  if (other_numerics) {
+    NJ_ASSIGN_OR_RETURN(bool owned, forget_other_numerics());
+    if (!owned) return lost();
+  }
+  numerics_recorded_ = item_.numerics_version == static_cast<int>(kNumericsVersion);
+  auto restored =
+      other_numerics ? Result<std::optional<int64_t>>(std::optional<int64_t>()) : restore();
+  if (other_numerics) fresh_session();
   if (!restored.ok()) {
     if (restored.status().code() == StatusCode::kCancelled) return lost();
     return restored.status();
@@ -398,13 +470,18 @@ Result<ItemReport> ItemRun::run() {
     fed_prompt_ = fed_replay_ = 0;
     NJ_ASSIGN_OR_RETURN(step, catch_up());
   }
+  if (step == Step::kDiverged && other_numerics) {
+    NJ_ASSIGN_OR_RETURN(bool owned, restart_from_prompt(restored_position));
+    if (!owned) return lost();
+    NJ_ASSIGN_OR_RETURN(step, catch_up());
+  }
   switch (step) {
     case Step::kOk:
       break;
     case Step::kDiverged:
       return fail(divergence_ + " (the stored output cannot be reproduced)");
     case Step::kEngineError:
-      return fail(divergence_);
+      return fail(divergence_, engine_error_final_);
     case Step::kLost:
       return lost();
     case Step::kStopped:
@@ -427,6 +504,13 @@ Result<ItemReport> ItemRun::run() {
                  fed_prompt_, fed_replay_);
   }
 
+  if (!numerics_recorded_) {  // a fresh item, or another arithmetic's output replayed exactly
+    NJ_ASSIGN_OR_RETURN(bool owned, env_.store.set_numerics_version(
+                                        item_.id, env_.owner, static_cast<int>(kNumericsVersion)));
+    if (!owned) return lost();
+    numerics_recorded_ = true;
+  }
+
   // The token loop. The state has consumed prompt + output; last_logits predicts the next.
   while (static_cast<int64_t>(output_.size()) < params_.max_tokens) {
     auto t0 = Clock::now();
@@ -445,7 +529,7 @@ Result<ItemReport> ItemRun::run() {
     const int32_t next[1] = {output_.back()};
     Status s = feed(next, nullptr, /*decode=*/true);
     decode_s_ += seconds_since(t0);
-    if (!s.ok()) return fail(s.message());
+    if (!s.ok()) return fail(s.message(), s.code() == StatusCode::kNonFinite);
     env_.progress.tokens(static_cast<int64_t>(output_.size()), params_.max_tokens);
     if (env_.lease.lost()) return lost();
     if (auto reason = env_.stop.reason()) return stop(*reason);
@@ -462,18 +546,16 @@ Result<ItemReport> ItemRun::run() {
 
 }  // namespace
 
-Status feed_counted(Session& session, std::span<const int32_t> ids, std::vector<float>* rows,
+Status feed_counted(ItemSession& session, std::span<const int32_t> ids, std::vector<float>* rows,
                     bool decode, EngineUsage& usage) {
-  WeightSource& weights = session.model().weights();
-  const ForwardStats before = session.stats();
-  const WeightStats wbefore = weights.stats();
+  const SequenceUsage before = session.usage();
   Status s = session.feed(ids, rows);
-  const ForwardStats& after = session.stats();
-  const WeightStats wafter = weights.stats();
+  const SequenceUsage& after = session.usage();
   usage.io_wait_s += after.wait_s - before.wait_s;
   usage.compute_s += after.compute_s - before.compute_s;
-  usage.bytes_read += weight_bytes_read(wafter) - weight_bytes_read(wbefore);
+  usage.bytes_read += static_cast<uint64_t>(std::llround(after.bytes_read - before.bytes_read));
   usage.tokens_fed += static_cast<int64_t>(after.tokens - before.tokens);
+  usage.max_batch = std::max<int64_t>(usage.max_batch, after.max_batch);
   if (decode) ++usage.decode_steps;
   return s;
 }

@@ -7,6 +7,13 @@
 //             exactly as the first run did). Without a usable checkpoint: prompt + stored
 //             tokens from position 0, the same way. A replay that diverges after a
 //             checkpoint is retried from position 0; diverging from 0 fails the attempt.
+//   numerics  when the stored output came from other arithmetic (the store's
+//             numerics_version differs from engine/model/numerics.h, or is unrecorded):
+//             the checkpoint is dropped unread (`numerics_changed`), the stored tokens are
+//             replayed from position 0, and kept when the sampler draws every one of them
+//             again; otherwise the output restarts from the prompt (`numerics_restart`), not
+//             a failed attempt. Either way the result is what this binary gives
+//             uninterrupted, and the item records this binary's numerics version.
 //   generate  sample -> feed -> every commit_tokens / commit_interval_s: store the tokens;
 //             every checkpoint_tokens / checkpoint_interval_s: store the tokens, write the
 //             state file (durably), then its row.
@@ -26,9 +33,10 @@
 #include <string>
 
 #include "engine/model/model.h"
-#include "engine/model/session.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "runner/lease_keeper.h"
+#include "runner/pass_group.h"
+#include "runner/prefix_states.h"
 #include "runner/progress.h"
 #include "runner/state_checkpoints.h"
 #include "runner/stop.h"
@@ -79,18 +87,22 @@ struct ItemEnv {
   const ItemRunOptions& options;
   const std::string& owner;
   const StopControl& stop;
-  const LeaseKeeper& lease;
+  const ItemLease& lease;
+  PassGroup& passes;        // the passes this item's tokens share with the rest of its batch
+  PrefixGate& prefix_gate;  // classify: one item of the batch at a time loads/prefills a prefix
   ProgressReporter& progress;
 };
 
-// session.feed(ids, rows), adding what the engine did to `usage`: engine time, weight bytes
-// read, tokens consumed, and one decode step when `decode`. Returns the feed's status.
-Status feed_counted(Session& session, std::span<const int32_t> ids, std::vector<float>* rows,
+// session.feed(ids, rows), adding the item's share of what the engine did to `usage`:
+// engine time, weight bytes read (its share of each pass, by its rows), tokens consumed, the
+// largest batch it shared a pass with, and one decode step when `decode`. Returns the
+// feed's status.
+Status feed_counted(ItemSession& session, std::span<const int32_t> ids, std::vector<float>* rows,
                     bool decode, EngineUsage& usage);
 
 // Runs the claimed item until it is done, stops, loses its lease or fails an attempt.
-// Returns a Status only for store failures (I/O, disk full), after which the run must end;
-// the item's lease then expires or is reclaimed by the next run.
+// Returns a Status only for store failures (I/O, disk full), after which the run must end
+// (the scheduler then releases the item's lease).
 Result<ItemReport> run_item(const ItemEnv& env, const Claim& claim);
 
 }  // namespace nj::runner

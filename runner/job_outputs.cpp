@@ -73,10 +73,11 @@ std::string generate_csv(const std::vector<nlohmann::json>& records) {
 
 Result<std::vector<nlohmann::json>> job_records(JobStore& store, const JobRow& job) {
   NJ_ASSIGN_OR_RETURN(auto items, store.items(job.id));
+  const int64_t shared = shared_prompt_tokens(job);
   std::vector<nlohmann::json> records;
   for (const auto& item : items) {
     NJ_ASSIGN_OR_RETURN(auto r, store.result(item.id));
-    records.push_back(result_record(item, r));
+    records.push_back(result_record(item, r, shared));
   }
   return records;
 }

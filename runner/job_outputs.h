@@ -24,6 +24,12 @@ namespace nj::runner {
 // `nightjar results JOB`).
 Result<std::string> results_jsonl(JobStore& store, const JobRow& job);
 
+// The prompt tokens every item of the job shares besides its own: a classification's
+// template prefix (prefilled once per job), else 0. An item's `prompt_tokens` (results,
+// status, the OpenAI lines) is its own prompt_ids plus these: every token its answer was
+// conditioned on (cmd_results.cpp).
+int64_t shared_prompt_tokens(const JobRow& job);
+
 // The job's results as CSV (above).
 Result<std::string> results_csv(JobStore& store, const JobRow& job);
 

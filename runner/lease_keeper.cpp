@@ -2,6 +2,7 @@
 #include "runner/lease_keeper.h"
 
 #include <chrono>
+#include <system_error>
 
 #include <spdlog/spdlog.h>
 
@@ -14,14 +15,30 @@ LeaseKeeper::~LeaseKeeper() {
   stop();
 }
 
-void LeaseKeeper::start(int64_t item_id) {
-  stop();
-  lost_ = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
+Status LeaseKeeper::add(int64_t item_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  held_.insert(item_id);
+  lost_.erase(item_id);
+  if (!thread_.joinable()) {
     stopping_ = false;
+    try {
+      thread_ = std::thread([this] { loop(); });
+    } catch (const std::system_error& e) {
+      held_.erase(item_id);
+      return resource_exhausted(std::string("cannot start the lease heartbeat thread: ") + e.what());
+    }
   }
-  thread_ = std::thread([this, item_id] { loop(item_id); });
+  return Status();
+}
+
+void LeaseKeeper::remove(int64_t item_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  held_.erase(item_id);
+}
+
+bool LeaseKeeper::lost(int64_t item_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lost_.count(item_id) > 0;
 }
 
 void LeaseKeeper::stop() {
@@ -34,13 +51,16 @@ void LeaseKeeper::stop() {
   thread_.join();
 }
 
-void LeaseKeeper::loop(int64_t item_id) {
+void LeaseKeeper::loop() {
   const auto period = std::chrono::duration<double>(lease_s_ / 4);
   for (;;) {
+    std::vector<int64_t> items;
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (cv_.wait_for(lock, period, [this] { return stopping_; })) return;
+      items.assign(held_.begin(), held_.end());
     }
+    if (items.empty()) continue;
     if (!store_) {
       StoreOptions options;
       options.quick_check = false;  // the main connection checked the file
@@ -51,13 +71,14 @@ void LeaseKeeper::loop(int64_t item_id) {
       }
       store_ = std::move(*opened);
     }
-    auto owned = store_->heartbeat(item_id, owner_, lease_s_);
-    if (!owned.ok()) {
-      spdlog::warn("heartbeat: {}", owned.status().message());
-    } else if (!*owned) {
-      lost_ = true;
-      return;
+    auto gone = store_->heartbeat(items, owner_, lease_s_);
+    if (!gone.ok()) {
+      spdlog::warn("heartbeat: {}", gone.status().message());
+      continue;
     }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int64_t id : *gone)
+      if (held_.count(id)) lost_.insert(id);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/io/file.h"
+#include "engine/io/read_pool.h"
 #include "engine/ops/cpu.h"
 #include "engine/util/process.h"
 #include "engine/util/sysinfo.h"
@@ -35,8 +36,10 @@ void add_model_options(CLI::App& sub, ModelArgs& args) {
   sub.add_option("--max-context", args.max_context,
                  "Positions of sequence state the budget reserves (default: what this run needs)")
       ->check(CLI::PositiveNumber);
-  sub.add_option("--io-threads", args.io_threads, "Reads in flight when streaming (default 8)")
-      ->check(CLI::PositiveNumber);
+  sub.add_option("--io-threads", args.io_threads,
+                 "Reads in flight when streaming (default 8, at most " +
+                     std::to_string(kMaxIoThreads) + ")")
+      ->check(CLI::Range(1, kMaxIoThreads));
   sub.add_flag("--stats", args.stats,
                "Print I/O and compute figures (bytes read, waits, hit rate, peak RSS)");
   sub.add_option("--pack", args.pack_dir,
@@ -44,6 +47,23 @@ void add_model_options(CLI::App& sub, ModelArgs& args) {
                  "the model directory)");
   sub.add_flag("--no-pack", args.no_pack,
                "Read the trunk from the shards even if a valid pack exists");
+  add_pin_compressed_option(sub, args.pin_compressed);
+}
+
+void add_pin_compressed_option(CLI::App& sub, std::string& value) {
+  sub.add_option(
+         "--pin-compressed", value,
+         "Lossless pack under --memory: keep trunk units in RAM compressed (decoded on each use) "
+         "where the planner predicts it pays (auto, the default), wherever they fit (yes), or "
+         "never (no)")
+      ->check(CLI::IsMember({"auto", "yes", "no"}));
+}
+
+Result<PinCompressed> parse_pin_compressed(const std::string& value) {
+  if (value == "auto") return PinCompressed::kAuto;
+  if (value == "yes") return PinCompressed::kAlways;
+  if (value == "no") return PinCompressed::kNever;
+  return invalid_argument("--pin-compressed must be auto, yes or no, not '" + value + "'");
 }
 
 Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape) {
@@ -60,6 +80,7 @@ Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape)
   o.plan.draft_tokens = std::max(0, shape.draft_tokens);
   o.plan.kda_rollback = shape.kda_rollback;
   o.streaming.io_threads = args.io_threads;
+  NJ_ASSIGN_OR_RETURN(o.plan.pin_compressed, parse_pin_compressed(args.pin_compressed));
   o.use_pack = !args.no_pack;
   o.pack_dir = args.pack_dir;
   return o;
@@ -112,6 +133,10 @@ nlohmann::json stats_json(Model& model, const ForwardStats& f) {
                      {"experts", w.expert_bytes_read},
                      {"embedding", w.embedding_bytes_read},
                      {"total", read}};
+  // Lossless packs: what the trunk bytes read decode to, and the decoding's thread time.
+  j["trunk_raw_bytes"] = w.trunk_raw_bytes;
+  j["decoded_bytes"] = w.decoded_bytes;
+  j["decode_s"] = w.decode_s;
   j["io_wait_s"] = f.wait_s;
   j["compute_s"] = f.compute_s;
   j["read_busy_s"] = w.read_s;
@@ -139,16 +164,19 @@ nlohmann::json stats_json(Model& model, const ForwardStats& f) {
 
 std::string stats_text(const nlohmann::json& s) {
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "read %s (trunk %s, experts %s) at %.2f GB/s while reading; waited %.3f s on I/O, "
-                "computed %.3f s; "
-                "expert cache hit rate %.1f%%; peak RSS %s",
-                format_bytes(s["bytes_read"]["total"].get<uint64_t>()).c_str(),
-                format_bytes(s["bytes_read"]["trunk"].get<uint64_t>()).c_str(),
-                format_bytes(s["bytes_read"]["experts"].get<uint64_t>()).c_str(),
-                s["read_gbps"].get<double>(), s["io_wait_s"].get<double>(),
-                s["compute_s"].get<double>(), 100 * s["expert_cache_hit_rate"].get<double>(),
-                format_bytes(s["peak_rss_bytes"].get<uint64_t>()).c_str());
+  std::snprintf(
+      buf, sizeof buf,
+      "read %s (trunk %s, %s raw; experts %s) at %.2f GB/s while reading; decoded %.3f s; "
+      "waited %.3f s on I/O, "
+      "computed %.3f s; "
+      "expert cache hit rate %.1f%%; peak RSS %s",
+      format_bytes(s["bytes_read"]["total"].get<uint64_t>()).c_str(),
+      format_bytes(s["bytes_read"]["trunk"].get<uint64_t>()).c_str(),
+      format_bytes(s["trunk_raw_bytes"].get<uint64_t>()).c_str(),
+      format_bytes(s["bytes_read"]["experts"].get<uint64_t>()).c_str(),
+      s["read_gbps"].get<double>(), s["decode_s"].get<double>(), s["io_wait_s"].get<double>(),
+      s["compute_s"].get<double>(), 100 * s["expert_cache_hit_rate"].get<double>(),
+      format_bytes(s["peak_rss_bytes"].get<uint64_t>()).c_str());
   return buf;
 }
 

@@ -23,11 +23,13 @@ struct ModelArgs {
   std::string simd;        // --simd LEVEL; empty = detected (or NIGHTJAR_SIMD)
   int prefill_chunk = kDefaultPrefillChunk;  // --prefill-chunk N
   std::string memory;      // --memory SIZE; empty = everything resident
-  int max_context = 0;     // --max-context N: positions the budget reserves state for; 0 = what the command needs
-  int io_threads = 8;      // --io-threads N
-  bool stats = false;      // --stats
-  std::string pack_dir;    // --pack DIR: a packed trunk written elsewhere
-  bool no_pack = false;    // --no-pack: read the shards even if a pack exists
+  int max_context =
+      0;  // --max-context N: positions the budget reserves state for; 0 = what the command needs
+  int io_threads = kDefaultIoThreads;   // --io-threads N
+  std::string pin_compressed = "auto";  // --pin-compressed auto|yes|no
+  bool stats = false;                   // --stats
+  std::string pack_dir;                 // --pack DIR: a packed trunk written elsewhere
+  bool no_pack = false;                 // --no-pack: read the shards even if a pack exists
 };
 
 // Adds --model (required), --threads, --simd, --prefill-chunk, --memory, --max-context,
@@ -49,6 +51,10 @@ struct RunShape {
 // state for the run's context (or --max-context) and scratch for its largest pass.
 // InvalidArgument naming the flag for a bad value.
 Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape);
+
+// Adds --pin-compressed auto|yes|no (lossless packs: keep trunk units compressed in RAM).
+void add_pin_compressed_option(CLI::App& sub, std::string& value);
+Result<PinCompressed> parse_pin_compressed(const std::string& value);
 
 // The largest batch the --memory budget holds for runs of `shape` (from the model's headers;
 // no weights are read). ResourceExhausted when not even one sequence fits.

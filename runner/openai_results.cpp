@@ -38,6 +38,9 @@ json error_of(const ItemRow& item) {
 // The answer text: the output without its closing end-of-sequence token.
 json content_of(std::span<const int32_t> ids, const std::optional<std::string>& text,
                 const std::string& finish_reason, const Tokenizer* tok) {
+  // A classification's answer is its label: the label's text (output_text, without the
+  // space its tokens start with).
+  if (finish_reason == "label") return json(text.value_or(""));
   if (!tok) return text ? json(*text) : json(nullptr);
   if (finish_reason == "stop" && !ids.empty() && ids.back() == tok->eos_id())
     ids = ids.first(ids.size() - 1);
@@ -113,7 +116,8 @@ json done_line(const std::string& key, const std::string& custom_id, const std::
   json choice = {{"index", 0},
                  {"message", std::move(message)},
                  {"logprobs", std::move(logprobs)},
-                 {"finish_reason", finish_reason}};
+                 // a label is complete, as a generation that ended on its own
+                 {"finish_reason", finish_reason == "label" ? std::string("stop") : finish_reason}};
   json body = {{"id", "chatcmpl-nj-" + key},
                {"object", "chat.completion"},
                {"created", static_cast<int64_t>(std::floor(created_at))},

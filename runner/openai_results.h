@@ -35,12 +35,16 @@
 // token (completion_tokens of them, the envelope's too, in order): the token's text
 // (its bytes; a control token's name), its log-probability under the model's logits and the
 // top_logprobs most likely tokens'. `completion_tokens` counts every generated token.
+// A classification's line carries its label as `content` (exactly `output_text` of the JSON
+// Lines results), `finish_reason` "stop", `completion_tokens` the label's tokens and
+// `prompt_tokens` every token the answer was conditioned on (template prefix, document,
+// suffix), as the JSON Lines results count them.
 // `<job>` and `<item>` are the store's ids, so ids are unique within a home.
 // Lines written from result records (`nightjar merge --format openai`, several homes) use
 // `<job>_<item>` = "array_<N>", N the item's 0-based place in the job's spec, unique within
-// the array; there `created` is the item's finished_at, `prompt_tokens` the record's (for a
-// classification: document and suffix, without the template's shared prefix), `content`
-// the plain output text (a record does not say how a chat reply splits) and `logprobs` null.
+// the array; there `created` is the item's finished_at, `prompt_tokens` the record's (the same
+// count, template prefix included), `content` the plain output text (a record does not say how a
+// chat reply splits; a classification's is its label) and `logprobs` null.
 #pragma once
 
 #include <optional>

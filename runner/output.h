@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -12,17 +13,32 @@ namespace nj::runner {
 
 enum class OutputFormat { kText, kJson };
 
+// `text` safe to print on a terminal: control characters (C0, DEL and the UTF-8 encoded C1
+// controls) become visible escapes, "\n", "\t", "\r", else "\xNN" or "\u00NN", so that an
+// id or a name from a spec can neither move the cursor, recolour the screen nor cut a line.
+std::string printable(std::string_view text);
+
 // Parses "text" or "json".
 Result<OutputFormat> parse_output_format(const std::string& name);
 
 // Writes one JSON object and a newline to stdout, flushed.
 void print_json(const nlohmann::json& j);
 
-// Logs a failed Status at error level ("nightjar: <message>") and returns its exit code.
+// Says that the command runs with `--output json` (set by the command line before the
+// command runs): a failure then still prints exactly one JSON object on stdout,
+// {"error": {"code": EXIT_CODE, "message": TEXT}}, unless the command printed its own.
+// Not thread-safe: the command line's thread only.
+void set_json_output(bool on);
+
+// The inner error object of a failure that ends with `exit_code`: {"code", "message"}.
+nlohmann::json error_json(int exit_code, const std::string& message);
+
+// Logs a failed Status at error level ("nightjar: <message>") and returns its exit code;
+// with --output json also prints error_json when nothing was printed yet.
 int report_failure(const Status& s);
 
 // Logs a bad command-line value ("nightjar: --memory: invalid size 'x' ...") and returns
-// the usage exit code (2).
+// the usage exit code (2); with --output json as report_failure.
 int report_usage_error(const std::string& flag, const Status& s);
 
 }  // namespace nj::runner

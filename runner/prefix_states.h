@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <span>
 #include <string>
 
@@ -30,6 +31,21 @@ class PrefixLock {
 
  private:
   int fd_ = -1;
+};
+
+// Within one `run`, the jobs whose prefix an item of the batch is loading or prefilling
+// now. The items of a batch take turns (pass_group.h), so no lock guards it; an item that
+// finds its job's prefix busy skips passes until it is free, then loads the saved state
+// (the file lock above is for other processes: taking it twice in one process would wait
+// forever).
+class PrefixGate {
+ public:
+  bool busy(int64_t job_id) const { return busy_.count(job_id) > 0; }
+  void enter(int64_t job_id) { busy_.insert(job_id); }
+  void leave(int64_t job_id) { busy_.erase(job_id); }
+
+ private:
+  std::set<int64_t> busy_;
 };
 
 class PrefixStates {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/util/units.h"
+#include "runner/output.h"
 
 namespace nj::runner {
 namespace {
@@ -38,7 +39,7 @@ void append_item_lines(const JobReport& r, size_t max_items, std::string& out) {
   const size_t shown = max_items == 0 ? r.items.size() : std::min(max_items, r.items.size());
   int id_width = 12;  // the widest id shown, so the columns line up
   for (size_t k = 0; k < shown; ++k)
-    id_width = std::max(id_width, static_cast<int>(r.items[k].custom_id.size()));
+    id_width = std::max(id_width, static_cast<int>(printable(r.items[k].custom_id).size()));
   out += printf_string("  %-*s %-10s %8s %9s %9s %6s", id_width, "ITEM", "STATE", "TOKENS", "WALL",
                        "ENGINE", "DISK");
   out += labels ? "  LABEL\n" : "\n";
@@ -46,12 +47,14 @@ void append_item_lines(const JobReport& r, size_t max_items, std::string& out) {
     const ItemReport& i = r.items[k];
     const auto wall = i.wall_s();
     const auto share = i.disk_share();
-    out += printf_string(
-        "  %-*s %-10s %8lld %9s %9s %6s", id_width, i.custom_id.c_str(), item_state_name(i.state),
-        static_cast<long long>(i.tokens), wall ? format_seconds(*wall).c_str() : "-",
-        format_seconds(i.engine_s).c_str(), share ? format_share(*share).c_str() : "-");
-    if (i.label) out += "  " + i.label_text();
-    if (i.state == ItemState::kFailed && i.last_error) out += "  error: " + *i.last_error;
+    out += printf_string("  %-*s %-10s %8lld %9s %9s %6s", id_width, printable(i.custom_id).c_str(),
+                         item_state_name(i.state), static_cast<long long>(i.tokens),
+                         wall ? format_seconds(*wall).c_str() : "-",
+                         format_seconds(i.engine_s).c_str(),
+                         share ? format_share(*share).c_str() : "-");
+    if (i.label) out += "  " + printable(i.label_text());
+    if (i.state == ItemState::kFailed && i.last_error)
+      out += "  error: " + printable(*i.last_error);
     out += "\n";
   }
   if (shown < r.items.size())
@@ -60,6 +63,13 @@ void append_item_lines(const JobReport& r, size_t max_items, std::string& out) {
 }
 
 }  // namespace
+
+std::string outputs_text(const JobRow& job) {
+  if (job.outputs_state == "failed")
+    return "NOT WRITTEN: " + printable(job.outputs_error.value_or("")) + " (nightjar results " +
+           std::to_string(job.id) + " --write writes them again)";
+  return "written " + format_utc(job.outputs_at.value_or(0));
+}
 
 std::optional<double> JobReport::wall_s() const {
   if (!first_start || !last_finish) return std::nullopt;
@@ -98,6 +108,7 @@ double JobReport::disk_share() const {
 const char* JobReport::state() const {
   if (running > 0) return "running";
   if (queued > 0) return "queued";
+  if (job.outputs_state == "failed") return "outputs_failed";
   if (failed > 0) return "failed";
   if (cancelled > 0) return "cancelled";
   return "done";
@@ -174,12 +185,12 @@ std::string report_text(const std::vector<JobReport>& jobs, size_t max_items) {
     const JobReport& r = jobs[k];
     if (k) out += "\n";
     if (r.homes > 1)
-      out += printf_string("job '%s' (%s) in %d homes: %s\n", r.job.name.c_str(),
-                           r.job.kind.c_str(), r.homes, r.state());
+      out += printf_string("job '%s' (%s) in %d homes: %s\n", printable(r.job.name).c_str(),
+                           printable(r.job.kind).c_str(), r.homes, r.state());
     else
       out += printf_string("job %lld '%s' (%s): %s\n", static_cast<long long>(r.job.id),
-                           r.job.name.c_str(), r.job.kind.c_str(), r.state());
-    out += "  model:            " + r.job.model_dir + "\n";
+                           printable(r.job.name).c_str(), printable(r.job.kind).c_str(), r.state());
+    out += "  model:            " + printable(r.job.model_dir) + "\n";
     out += printf_string(
         "  items:            %lld done, %lld failed, %lld cancelled, %lld queued, "
         "%lld running (%lld in all)\n",
@@ -208,7 +219,9 @@ std::string report_text(const std::vector<JobReport>& jobs, size_t max_items) {
            format_seconds(r.usage.io_wait_s) + " I/O wait, " + format_seconds(r.usage.compute_s) +
            " compute)\n";
     out += "  bytes read:       " + format_bytes(r.usage.bytes_read) + " (" +
-           std::to_string(r.usage.bytes_read) + " bytes)\n\n";
+           std::to_string(r.usage.bytes_read) + " bytes)\n";
+    if (r.job.outputs_state) out += "  outputs:          " + outputs_text(r.job) + "\n";
+    out += "\n";
     append_item_lines(r, max_items, out);
   }
   return out;

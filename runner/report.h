@@ -59,7 +59,7 @@ struct JobReport {
   std::optional<double> wall_s() const;
   std::optional<double> s_per_token() const;  // nullopt before the first token
   double disk_share() const;                  // 0..1
-  const char* state() const;                  // running, queued, failed, cancelled, done
+  const char* state() const;  // running, queued, outputs_failed, failed, cancelled, done
 };
 
 // Reads one job's items and results. Store errors.
@@ -68,6 +68,10 @@ Result<JobReport> build_job_report(JobStore& store, const JobRow& job);
 // The text summary of each job, blank-line separated, with up to `max_items` per-item
 // lines per job (0 = every item).
 std::string report_text(const std::vector<JobReport>& jobs, size_t max_items);
+
+// The job's declared outputs: "written <time>", or "NOT WRITTEN: <error> (...)".
+// REQUIRES: job.outputs_state.
+std::string outputs_text(const JobRow& job);
 
 // "2026-11-30 07:41:04 UTC".
 std::string format_utc(double unix_s);

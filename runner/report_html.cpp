@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "engine/util/units.h"
+#include "runner/output.h"
 
 namespace nj::runner {
 namespace {
@@ -57,6 +58,7 @@ std::string summary_table(const JobReport& r) {
   t += row("seconds per output token", r.s_per_token() ? fmt("%.4f", *r.s_per_token()) : "-");
   t += row("waiting on disk", format_share(r.disk_share()) + " of engine time");
   t += row("bytes read", format_bytes(r.usage.bytes_read));
+  if (r.job.outputs_state) t += row("outputs", outputs_text(r.job));
   return t + "</table>\n";
 }
 
@@ -78,17 +80,22 @@ std::string rect(const char* cls, double x, double y, double w, double h) {
          fmt("%.2f", h) + "\"/>";
 }
 
+// How many of the job's items the page shows: `max_items` (0 = all).
+size_t shown_items(const JobReport& r, size_t max_items) {
+  return max_items == 0 ? r.items.size() : std::min(max_items, r.items.size());
+}
+
 // Items on one time axis, from the first start to the last finish or, while an item runs,
 // to `now`: a finished item's bar runs from started_at to finished_at, split by its
 // disk-wait share of engine time; a running item's bar runs from started_at to `now`.
-std::string timeline(const JobReport& r, double now) {
+std::string timeline(const JobReport& r, double now, size_t max_items) {
   auto running = [](const ItemReport& i) {
     return i.state == ItemState::kRunning && i.started_at.has_value();
   };
   const bool any_running = std::any_of(r.items.begin(), r.items.end(), running);
   if (!r.first_start || (!r.last_finish && !any_running))
     return "<p>No item has finished or is running: no timeline.</p>\n";
-  const size_t n = std::min(r.items.size(), kMaxTimelineItems);
+  const size_t n = std::min(shown_items(r, max_items), kMaxTimelineItems);
   const double t0 = *r.first_start;
   const double t1 = std::max(r.last_finish.value_or(t0), any_running ? now : t0);
   const double span = std::max(t1 - t0, 1e-3);
@@ -136,11 +143,13 @@ std::string timeline(const JobReport& r, double now) {
   return s;
 }
 
-std::string item_table(const JobReport& r) {
+std::string item_table(const JobReport& r, size_t max_items) {
   std::string t =
       "<table>\n<tr><th>item</th><th>state</th><th>tokens</th><th>wall</th><th>engine</th>"
       "<th>waiting on disk</th><th>label</th><th>error</th></tr>\n";
-  for (const ItemReport& i : r.items) {
+  const size_t shown = shown_items(r, max_items);
+  for (size_t k = 0; k < shown; ++k) {
+    const ItemReport& i = r.items[k];
     const auto wall = i.wall_s();
     const auto share = i.disk_share();
     t += "<tr><td>" + html_escape(i.custom_id) + "</td><td>" + item_state_name(i.state) +
@@ -150,12 +159,17 @@ std::string item_table(const JobReport& r) {
          (share ? format_share(*share) : "-") + "</td><td>" + html_escape(i.label_text()) +
          "</td><td>" + html_escape(i.last_error.value_or("")) + "</td></tr>\n";
   }
-  return t + "</table>\n";
+  t += "</table>\n";
+  if (shown < r.items.size())
+    t += "<p>... and " + std::to_string(r.items.size() - shown) +
+         " more items (--items 0 lists all).</p>\n";
+  return t;
 }
 
 }  // namespace
 
-std::string html_escape(std::string_view text) {
+std::string html_escape(std::string_view raw) {
+  const std::string text = printable(raw);  // control characters as visible escapes
   std::string out;
   out.reserve(text.size());
   for (char c : text) {
@@ -182,7 +196,7 @@ std::string html_escape(std::string_view text) {
   return out;
 }
 
-std::string report_html(const std::vector<JobReport>& jobs, double generated_at) {
+std::string report_html(const std::vector<JobReport>& jobs, double generated_at, size_t max_items) {
   std::string h =
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n"
       "<meta charset=\"utf-8\"/>\n<title>Nightjar report</title>\n<style>";
@@ -203,8 +217,8 @@ std::string report_html(const std::vector<JobReport>& jobs, double generated_at)
     h += summary_table(r);
     h += "<h3>Share of engine time waiting on disk: " + format_share(r.disk_share()) + "</h3>\n";
     h += share_bar(r.disk_share());
-    h += "<h3>Timeline</h3>\n" + timeline(r, generated_at);
-    h += "<h3>Items</h3>\n" + item_table(r);
+    h += "<h3>Timeline</h3>\n" + timeline(r, generated_at, max_items);
+    h += "<h3>Items</h3>\n" + item_table(r, max_items);
   }
   return h + "</body>\n</html>\n";
 }

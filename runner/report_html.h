@@ -20,10 +20,12 @@
 
 namespace nj::runner {
 
-// The page for `jobs`; `generated_at` (Unix seconds) is printed in its header.
-std::string report_html(const std::vector<JobReport>& jobs, double generated_at);
-
-// Text with &, <, >, " and ' replaced by entities (safe in elements and attributes).
+// Text with &, <, >, " and ' replaced by entities (safe in elements and attributes), and
+// control characters shown as escapes (runner/output.h printable).
 std::string html_escape(std::string_view text);
+
+// The page for `jobs` with at most `max_items` items per job in its item table and
+// timeline (0 = all); `generated_at` (Unix seconds) is printed in its header.
+std::string report_html(const std::vector<JobReport>& jobs, double generated_at, size_t max_items);
 
 }  // namespace nj::runner

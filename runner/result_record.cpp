@@ -3,13 +3,15 @@
 
 namespace nj::runner {
 
-nlohmann::json result_record(const ItemRow& item, const std::optional<ResultRow>& r) {
+nlohmann::json result_record(const ItemRow& item, const std::optional<ResultRow>& r,
+                             int64_t shared_prompt_tokens) {
   nlohmann::json j;
   j["custom_id"] = item.custom_id;
   j["status"] = item_state_name(item.state);
   j["error"] = item.last_error && item.state != ItemState::kDone ? nlohmann::json(*item.last_error)
                                                                  : nlohmann::json(nullptr);
-  j["prompt_tokens"] = item.prompt_ids.size();
+  j["prompt_tokens"] =
+      r ? r->prompt_tokens : static_cast<int64_t>(item.prompt_ids.size()) + shared_prompt_tokens;
   j["attempts"] = item.attempts;
   if (r) {
     j["output_ids"] = r->output_ids;
@@ -34,7 +36,10 @@ nlohmann::json result_record(const ItemRow& item, const std::optional<ResultRow>
                  {"compute_s", u.compute_s},
                  {"bytes_read", u.bytes_read},
                  {"tokens_fed", u.tokens_fed},
-                 {"decode_steps", u.decode_steps}};
+                 {"decode_steps", u.decode_steps},
+                 {"max_batch", u.max_batch}};
+  j["engine"]["numerics_version"] =
+      item.numerics_version ? nlohmann::json(*item.numerics_version) : nlohmann::json(nullptr);
   return j;
 }
 

@@ -6,7 +6,8 @@
 //   record := {"custom_id": TEXT,
 //              "status": "queued" | "running" | "done" | "failed" | "cancelled",
 //              "error": TEXT | null,              (the last error; null when done)
-//              "prompt_tokens": N,                (the item's prompt tokens)
+//              "prompt_tokens": N,                (every token the answer is conditioned on;
+//                                                  a classification's template prefix too)
 //              "attempts": N,
 //              "output_ids": [N...] | null,       (null unless done)
 //              "output_text": TEXT,               (done items of a model with a tokenizer)
@@ -16,7 +17,9 @@
 //                                                  margin, decode_steps, ...)
 //              "timings": {"prefill_s", "decode_s", "started_at", "finished_at", "wall_s"},
 //              "engine": {"io_wait_s", "compute_s", "bytes_read", "tokens_fed",
-//                         "decode_steps"}}
+//                         "decode_steps", "numerics_version"}}
+//                                                 (numerics_version: engine/model/numerics.h
+//                                                  of the stored output; null: unrecorded)
 //
 // The *answer* of a record is everything but attempts, timings and engine: the same for
 // every run of the item, whatever the machine, budget or interruptions (merge compares it).
@@ -30,8 +33,11 @@
 
 namespace nj::runner {
 
-// The record of `item` (with its result `r` when done).
-nlohmann::json result_record(const ItemRow& item, const std::optional<ResultRow>& r);
+// The record of `item` (with its result `r` when done). `shared_prompt_tokens`: the job's
+// prompt tokens before each item's own (shared_prompt_tokens(job), job_outputs.h), counted
+// in an unfinished item's prompt_tokens as a done item's result counts them.
+nlohmann::json result_record(const ItemRow& item, const std::optional<ResultRow>& r,
+                             int64_t shared_prompt_tokens);
 
 // The record without attempts, timings and engine usage (above).
 nlohmann::json record_answer(const nlohmann::json& record);

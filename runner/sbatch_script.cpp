@@ -116,13 +116,18 @@ std::string sbatch_script(const SbatchOptions& o) {
     }
   }
   if (o.cpus) s += "run_args+=(--threads " + std::to_string(*o.cpus) + ")\n";
-  s += "\"$nightjar\" run --drain --exclusive --home \"$home\" \"${run_args[@]}\"\n";
+  s += "# run exits 4 when items failed for good: their records say so, and the task's results\n";
+  s += "# are written all the same (the task then exits 4); any other failure ends the task.\n";
+  s += "rc=0\n";
+  s += "\"$nightjar\" run --drain --exclusive --home \"$home\" \"${run_args[@]}\" || rc=$?\n";
+  s += "if [ \"$rc\" != 0 ] && [ \"$rc\" != 4 ]; then exit \"$rc\"; fi\n";
   s += "if [ \"$stopped\" = 1 ]; then\n";
   s += "  echo \"nightjar task $task stopped by a signal: checkpointed; a requeue or rerun "
        "resumes\"\n";
   s += "  exit 143\n";
   s += "fi\n";
   s += "\"$nightjar\" results \"$job\" --home \"$home\" --out \"$dir/results/task-$task.jsonl\"\n";
+  s += "exit \"$rc\"\n";
   return s;
 }
 

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <list>
+#include <map>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -15,6 +18,7 @@
 #include "runner/job_outputs.h"
 #include "runner/lease_keeper.h"
 #include "runner/lease_owner.h"
+#include "runner/pass_group.h"
 #include "runner/prefix_states.h"
 
 namespace nj::runner {
@@ -28,6 +32,8 @@ class ModelCache {
  public:
   explicit ModelCache(const SchedulerOptions& options) : options_(options) {}
 
+  // The model for `job`, planned for a batch: options.batch items, or when 0 the largest
+  // batch the budget holds. REQUIRES: no Forward of the previous model is in use.
   Result<Model*> get(const JobRow& job, int64_t context) {
     const uint64_t memory = job.memory_bytes.value_or(0);
     // A classification keeps a second state (the one after its prompt) while it scores
@@ -46,6 +52,21 @@ class ModelCache {
     options.plan.all_logits = true;  // the replay keeps a logits row per replayed token
     options.plan.sequence_states = states;
     options.streaming.io_threads = options_.io_threads;
+    batch_ = options_.batch > 0 ? options_.batch : kDefaultResidentBatch;
+    if (memory > 0) {
+      // The largest batch the budget holds (an explicit --batch beyond it is reduced to it).
+      std::string pack_warning;
+      NJ_ASSIGN_OR_RETURN(ModelHeaders headers,
+                          open_model_headers(job.model_dir, true, &pack_warning));
+      NJ_ASSIGN_OR_RETURN(ResidencyPlan one, plan_residency(*headers.layout, memory, options.plan));
+      if (options_.batch == 0 || options_.batch > one.max_batch) {
+        if (options_.batch > one.max_batch)
+          spdlog::warn("--batch {}: the budget {} of job {} holds at most {}; running {} per pass",
+                       options_.batch, format_bytes(memory), job.id, one.max_batch, one.max_batch);
+        batch_ = std::max(1, one.max_batch);
+      }
+    }
+    options.plan.batch = batch_;
     NJ_ASSIGN_OR_RETURN(model_, Model::open(job.model_dir, options));
     if (Tokenizer::exists_in(job.model_dir)) {
       NJ_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(job.model_dir));
@@ -55,13 +76,19 @@ class ModelCache {
     memory_ = memory;
     context_ = context;
     states_ = states;
-    spdlog::info("opened model {} in {:.2f} s ({}, context {}{})", dir_,
+    spdlog::info("opened model {} in {:.2f} s ({}, context {}, batch {}{})", dir_,
                  std::chrono::duration<double>(Clock::now() - t0).count(),
                  memory ? "budget " + format_bytes(memory) : std::string("all resident"), context,
-                 tokenizer_ ? ", with tokenizer" : "");
+                 batch_, tokenizer_ ? ", with tokenizer" : "");
     return model_.get();
   }
   const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
+  int batch() const { return batch_; }
+  int64_t context() const { return context_; }
+  bool holds(const JobRow& job, int64_t context) const {
+    return model_ && dir_ == job.model_dir && memory_ == job.memory_bytes.value_or(0) &&
+           context_ >= context;
+  }
 
  private:
   const SchedulerOptions& options_;
@@ -71,6 +98,7 @@ class ModelCache {
   uint64_t memory_ = 0;
   int64_t context_ = 0;
   int states_ = 0;
+  int batch_ = 1;
 };
 
 // The longest sequence of the claimed item's job (recorded at submit), at least the item's.
@@ -96,23 +124,45 @@ Result<ItemReport> run_claimed(const ItemEnv& env, const Claim& claim) {
 }
 
 // After an item of `job` finished (done or failed for good): when the job has nothing queued
-// or running left, writes the outputs its spec declares and drops its prefix state. An
-// output that cannot be written is logged and recorded as an event; the results stay in the
+// or running left, writes the outputs its spec declares and drops its prefix state. Returns
+// false when an output could not be written: that is logged and recorded with the job
+// (outputs_state "failed", shown by status, report and results); the results stay in the
 // store (`nightjar results JOB --write` writes them again). Status only for store failures.
-Status finish_job_if_complete(JobStore& store, const JobRow& job, const Home& home) {
+Result<bool> finish_job_if_complete(JobStore& store, const JobRow& job, const Home& home) {
   NJ_ASSIGN_OR_RETURN(JobSummary summary, store.job_summary(job.id));
-  if (summary.queued + summary.running > 0) return Status();
+  if (summary.queued + summary.running > 0) return true;
   PrefixStates(home.dir).remove_job(job.id);
   auto written = write_declared_outputs(store, job, home);
   if (!written.ok()) {
     spdlog::error("job {}: could not write its outputs: {}", job.id, written.status().message());
-    return store.add_event(job.id, std::nullopt, "outputs_failed",
-                           nlohmann::json{{"error", written.status().message()}}.dump());
+    NJ_RETURN_IF_ERROR(store.record_outputs(job.id, {}, written.status().message()));
+    return false;
   }
-  if (written->empty()) return Status();
+  if (written->empty()) return true;
   for (const auto& path : *written) spdlog::info("job {}: wrote {}", job.id, path);
-  return store.add_event(job.id, std::nullopt, "outputs_written",
-                         nlohmann::json{{"paths", *written}}.dump());
+  NJ_RETURN_IF_ERROR(store.record_outputs(job.id, *written, std::nullopt));
+  return true;
+}
+
+// The wait before the next attempt of an item whose model could not be opened, after
+// `attempts` failed attempts before this one.
+double retry_wait_s(const SchedulerOptions& options, int attempts) {
+  return std::min(kMaxRetryWait_s, options.retry_s * std::pow(2.0, std::min(attempts, 30)));
+}
+
+// The run fails while it holds `item`'s lease: gives the item back (queued, attempts
+// unchanged), best effort: when the store cannot take even that, the next run reclaims the
+// lease as it would after a crash, and the log says so.
+void release_after_failure(JobStore& store, const std::string& owner, const ItemRow& item,
+                           const Status& failure) {
+  auto released = store.release_lease(item.id, owner, "run failed: " + failure.message());
+  if (!released.ok())
+    spdlog::error(
+        "could not release the lease of item {} ({}); the next run takes it over as "
+        "from a process that died",
+        item.custom_id, released.status().message());
+  else if (*released)
+    spdlog::info("released item {}: it is queued again, its attempts unchanged", item.custom_id);
 }
 
 // Sleeps up to `seconds`, waking early on a stop.
@@ -124,8 +174,20 @@ void idle_wait(double seconds, const StopControl& stop) {
 
 }  // namespace
 
+namespace {
+
+// An item this process holds: its claim, its lease, and once its thread is done its report.
+struct Held {
+  Claim claim;
+  std::unique_ptr<ItemLease> lease;
+  Clock::time_point started = Clock::now();
+  std::optional<Result<ItemReport>> report;  // set when its thread is done
+};
+
+}  // namespace
+
 Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerOptions& options,
-                             const StopControl& stop, ProgressReporter& progress) {
+                             StopControl& stop, ProgressReporter& progress) {
   RunSummary summary;
   const std::string owner = this_lease_owner();
   LeaseKeeper keeper(home.db_path(), owner, options.lease_s);
@@ -138,19 +200,155 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
   const OwnerAliveFn alive =
       options.exclusive ? OwnerAliveFn([&owner](const std::string& o) { return o == owner; })
                         : OwnerAliveFn(lease_owner_alive);
+  // The batch: the model's Forward, the group whose passes it runs, the items in it.
+  // Declared in this order so that the group (its threads) goes before the Forward.
+  std::unique_ptr<Forward> forward;
+  std::unique_ptr<PassGroup> group;
+  std::list<Held> held;
+  PrefixGate prefix_gate;
+  Status fatal;
+
+  // The run itself failed (the store, a full disk, a thread refused): every item of the batch
+  // stops as on SIGTERM (checkpoint, commit, lease given back), and the run returns `st`.
+  auto fail_run = [&](const Status& st) {
+    if (fatal.ok()) fatal = st;
+    stop.request("run failed: " + st.message());
+  };
+
+  // Records what a finished item did; a job one of its items ended goes into `ended` (its
+  // outputs are written once per round, after every finished item is settled: items of one
+  // job may end in the same round). Status only for store failures.
+  std::map<int64_t, JobRow> ended;
+  auto settle = [&](Held& h) -> Status {
+    keeper.remove(h.claim.item.id);
+    if (!h.report->ok()) {
+      release_after_failure(store, owner, h.claim.item, h.report->status());
+      return h.report->status();
+    }
+    const ItemReport& report = **h.report;
+    summary.tokens += report.tokens_generated;
+    if (report.state_after == ItemState::kDone || report.state_after == ItemState::kFailed)
+      ended.emplace(h.claim.job.id, h.claim.job);
+    switch (report.outcome) {
+      case ItemOutcome::kDone:
+        ++summary.done;
+        spdlog::info("job {} item {}: done ({} new tokens in {:.2f} s)", h.claim.job.id,
+                     h.claim.item.custom_id, report.tokens_generated,
+                     std::chrono::duration<double>(Clock::now() - h.started).count());
+        break;
+      case ItemOutcome::kStopped:
+        ++summary.stopped;
+        break;
+      case ItemOutcome::kLostLease:
+        break;
+      case ItemOutcome::kAttemptFailed:
+        if (report.state_after == ItemState::kFailed)
+          ++summary.failed;
+        else
+          ++summary.failed_attempts;
+        break;
+    }
+    return Status();
+  };
 
   for (;;) {
-    if (auto reason = stop.reason()) {
-      summary.end_reason = *reason;
-      break;
+    // 1. Fill the batch: items of the batch's model (any model when it is empty).
+    auto may_claim = [&] {
+      const int64_t counted = summary.done + summary.failed + static_cast<int64_t>(held.size());
+      return fatal.ok() && !stop.reason() &&
+             !(options.max_items && counted >= *options.max_items) &&
+             (held.empty() || static_cast<int>(held.size()) < models.batch());
+    };
+    while (may_claim()) {
+      ClaimFilter filter;
+      for (const Held& h : held) filter.held.insert(h.claim.item.id);
+      if (!held.empty())
+        filter.model = ClaimFilter::Model{held.front().claim.job.model_dir,
+                                          held.front().claim.job.memory_bytes.value_or(0),
+                                          models.context(), held.front().claim.job.kind};
+      NJ_ASSIGN_OR_RETURN(std::optional<Claim> claim,
+                          store.claim_next(owner, options.lease_s, alive, filter));
+      if (!claim) break;
+      said_idle = false;
+      const ItemRow& item = claim->item;
+      spdlog::info("job {} '{}' item {}: {} ({} of {} tokens stored, {} failed attempts before)",
+                   claim->job.id, claim->job.name, item.custom_id,
+                   item.tokens_done > 0 ? "resuming" : "starting", item.tokens_done,
+                   item.max_tokens, item.attempts);
+      if (Status st = keeper.add(item.id); !st.ok()) {
+        release_after_failure(store, owner, item, st);
+        fail_run(st);
+        break;
+      }
+      const int64_t context = job_context(*claim);
+      if (held.empty() && !models.holds(claim->job, context)) {
+        if (group) summary.passes.add(group->totals());
+        group.reset();
+        forward.reset();
+      }
+      if (!group) {
+        auto model = models.get(claim->job, context);
+        if (!model.ok()) {
+          keeper.remove(item.id);
+          const double wait_s = retry_wait_s(options, item.attempts);
+          auto state = store.fail_attempt(item.id, owner, Progress{item.tokens_done, {}, 0, 0},
+                                          model.status().message(), /*final=*/false, wait_s);
+          if (!state.ok()) {
+            release_after_failure(store, owner, item, state.status());
+            fail_run(state.status());
+            break;
+          }
+          spdlog::error("job {} item {}: {}", claim->job.id, item.custom_id,
+                        model.status().message());
+          if (*state == ItemState::kFailed) {
+            ++summary.failed;
+            auto outputs_ok = finish_job_if_complete(store, claim->job, home);
+            if (!outputs_ok.ok()) {
+              fail_run(outputs_ok.status());
+              break;
+            }
+            if (!*outputs_ok) ++summary.outputs_failed;
+          } else if (*state == ItemState::kQueued) {
+            ++summary.failed_attempts;
+            spdlog::info("job {} item {}: next attempt in {}", claim->job.id, item.custom_id,
+                         format_duration(wait_s));
+          }
+          continue;
+        }
+        const PlanOptions& po = (*model)->plan_options();
+        const ActivationShape shape = planned_activation_shape(po);
+        forward = std::make_unique<Forward>(
+            **model, ForwardOptions{shape.rows, po.batch, po.max_context, false});
+        group = std::make_unique<PassGroup>(*forward, shape.rows);
+      }
+      held.push_back(Held{std::move(*claim), nullptr, Clock::now(), std::nullopt});
+      Held& h = held.back();
+      h.lease = std::make_unique<ItemLease>(keeper, h.claim.item.id);
+      Model& model = forward->model();
+      const Tokenizer* tokenizer = models.tokenizer();
+      group->spawn([&, &h = h, &model = model, tokenizer] {
+        ItemEnv env{store, model,    tokenizer, files,       item_options, owner,
+                    stop,  *h.lease, *group,    prefix_gate, progress};
+        h.report = run_claimed(env, h.claim);
+      });
     }
-    if (options.max_items && summary.done + summary.failed >= *options.max_items) {
-      summary.end_reason = "--max-items " + std::to_string(*options.max_items);
-      break;
-    }
-    NJ_ASSIGN_OR_RETURN(std::optional<Claim> claim,
-                        store.claim_next(owner, options.lease_s, alive));
-    if (!claim) {
+
+    // 2. Nothing held: end, or wait for work.
+    if (held.empty()) {
+      if (!fatal.ok()) return fatal;
+      if (auto reason = stop.reason()) {
+        summary.end_reason = *reason;
+        break;
+      }
+      if (options.max_items && summary.done + summary.failed >= *options.max_items) {
+        summary.end_reason = "--max-items " + std::to_string(*options.max_items);
+        break;
+      }
+      NJ_ASSIGN_OR_RETURN(std::optional<double> retry_at, store.next_retry_at());
+      if (options.drain && retry_at) {  // queued, waiting out a backoff: not empty yet
+        idle_wait(std::min(options.poll_interval_s, *retry_at - store.now()), stop);
+        continue;
+      }
       if (options.drain) {
         summary.end_reason = "queue empty";
         break;
@@ -160,61 +358,55 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
       idle_wait(options.poll_interval_s, stop);
       continue;
     }
-    said_idle = false;
-    const ItemRow& item = claim->item;
-    spdlog::info("job {} '{}' item {}: {} ({} of {} tokens stored, {} failed attempts before)",
-                 claim->job.id, claim->job.name, item.custom_id,
-                 item.tokens_done > 0 ? "resuming" : "starting", item.tokens_done, item.max_tokens,
-                 item.attempts);
-    keeper.start(item.id);
-    auto model = models.get(claim->job, job_context(*claim));
-    if (!model.ok()) {
-      keeper.stop();
-      NJ_ASSIGN_OR_RETURN(auto state,
-                          store.fail_attempt(item.id, owner, Progress{item.tokens_done, {}, 0, 0},
-                                             model.status().message()));
-      spdlog::error("job {} item {}: {}", claim->job.id, item.custom_id, model.status().message());
-      if (state == ItemState::kFailed) {
-        ++summary.failed;
-        NJ_RETURN_IF_ERROR(finish_job_if_complete(store, claim->job, home));
-      } else {
-        ++summary.failed_attempts;
+
+    // 3. Let every item run up to its next pass (or its end); settle the finished ones.
+    group->wait_for_members();
+    for (auto it = held.begin(); it != held.end();) {
+      if (!it->report) {
+        ++it;
+        continue;
       }
-      continue;
+      if (Status st = settle(*it); !st.ok()) fail_run(st);
+      it = held.erase(it);
     }
-    ItemEnv env{store,  **model, models.tokenizer(), files, item_options, owner, stop,
-                keeper, progress};
-    auto t_item = Clock::now();
-    auto report = run_claimed(env, *claim);
-    keeper.stop();
-    if (!report.ok()) return report.status();
-    summary.tokens += report->tokens_generated;
-    if (report->state_after == ItemState::kDone || report->state_after == ItemState::kFailed)
-      NJ_RETURN_IF_ERROR(finish_job_if_complete(store, claim->job, home));
-    switch (report->outcome) {
-      case ItemOutcome::kDone:
-        ++summary.done;
-        spdlog::info("job {} item {}: done ({} new tokens in {:.2f} s)", claim->job.id,
-                     item.custom_id, report->tokens_generated,
-                     std::chrono::duration<double>(Clock::now() - t_item).count());
-        break;
-      case ItemOutcome::kStopped:
-        ++summary.stopped;
-        break;
-      case ItemOutcome::kLostLease:
-        break;
-      case ItemOutcome::kAttemptFailed:
-        if (report->state_after == ItemState::kFailed)
-          ++summary.failed;
-        else
-          ++summary.failed_attempts;
-        break;
+    for (const auto& [id, job] : ended) {
+      auto outputs_ok = finish_job_if_complete(store, job, home);
+      if (!outputs_ok.ok())
+        fail_run(outputs_ok.status());
+      else if (!*outputs_ok)
+        ++summary.outputs_failed;
     }
+    ended.clear();
+    // 4. One pass for the items waiting.
+    if (group->anyone_waiting()) group->run_pass();
   }
+  if (group) summary.passes.add(group->totals());
+  group.reset();
+  forward.reset();
+  // The run's totals, which its items' engine shares add up to (`nightjar report`).
+  const PassTotals& t = summary.passes;
+  NJ_RETURN_IF_ERROR(store.add_event(
+      std::nullopt, std::nullopt, "run_ended",
+      nlohmann::json{{"reason", summary.end_reason},
+                     {"done", summary.done},
+                     {"failed", summary.failed},
+                     {"tokens", summary.tokens},
+                     {"passes", t.passes},
+                     {"rows", t.rows},
+                     {"bytes_read", static_cast<uint64_t>(std::llround(t.bytes_read))},
+                     {"compute_s", t.compute_s},
+                     {"io_wait_s", t.wait_s},
+                     {"max_batch", t.max_sequences},
+                     {"seconds", std::chrono::duration<double>(Clock::now() - t_start).count()}}
+          .dump()));
   spdlog::info(
-      "run ended ({}): {} items done, {} failed, {} failed attempts; {} tokens in {:.1f} s",
+      "run ended ({}): {} items done, {} failed, {} failed attempts; {} tokens in {:.1f} s; up to "
+      "{} items per pass{}",
       summary.end_reason, summary.done, summary.failed, summary.failed_attempts, summary.tokens,
-      std::chrono::duration<double>(Clock::now() - t_start).count());
+      std::chrono::duration<double>(Clock::now() - t_start).count(), summary.passes.max_sequences,
+      summary.outputs_failed ? "; the outputs of " + std::to_string(summary.outputs_failed) +
+                                   " job(s) could not be written"
+                             : std::string());
   return summary;
 }
 

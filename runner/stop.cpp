@@ -49,7 +49,11 @@ std::optional<std::string> StopControl::reason() const {
   if (sig == SIGINT) return std::string("SIGINT");
   if (sig != 0) return "signal " + std::to_string(sig);
   if (deadline_ && std::time(nullptr) >= *deadline_) return "deadline " + deadline_text_;
-  return std::nullopt;
+  return requested_;
+}
+
+void StopControl::request(std::string reason) {
+  if (!requested_) requested_ = std::move(reason);
 }
 
 void StopControl::publish_tokens(int64_t tokens) {

@@ -23,8 +23,14 @@ class StopControl {
   // Installs the SIGTERM and SIGINT handlers (process-wide; call once).
   static void install_signal_handlers();
 
-  // Non-empty once a stop is due: "SIGTERM", "SIGINT" or "deadline 07:00".
+  // Non-empty once a stop is due: "SIGTERM", "SIGINT", "deadline 07:00", or what request()
+  // said.
   std::optional<std::string> reason() const;
+
+  // Asks for a graceful stop from inside the process (the run failed: the items of its
+  // batch checkpoint and give their leases back). The first request's reason is kept.
+  // REQUIRES: not concurrent with reason() on another thread (the runner's turns).
+  void request(std::string reason);
 
   // The item runner publishes its output-token count after every token; the signal handler
   // records the value current when the first signal arrives, so the stop can report how
@@ -36,6 +42,7 @@ class StopControl {
  private:
   std::optional<std::time_t> deadline_;
   std::string deadline_text_;
+  std::optional<std::string> requested_;
 };
 
 }  // namespace nj::runner

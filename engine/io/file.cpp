@@ -61,7 +61,10 @@ class PosixRandomAccessFile final : public RandomAccessFile {
 
 Result<std::unique_ptr<RandomAccessFile>> open_random_access(const std::string& path,
                                                              IoMode mode) {
-  int flags = O_RDONLY | O_CLOEXEC;
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever; the
+  // fstat below then refuses anything but a regular file. It changes nothing for a regular
+  // file's reads, and is cleared all the same.
+  int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
   bool direct = mode != IoMode::kBuffered;
   int fd = ::open(path.c_str(), flags | (direct ? O_DIRECT : 0));
   if (fd < 0 && direct && errno == EINVAL && mode == IoMode::kPreferDirect) {
@@ -82,8 +85,9 @@ Result<std::unique_ptr<RandomAccessFile>> open_random_access(const std::string& 
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return invalid_argument(path + ": not a regular file");
+    return invalid_argument(path + ": not a regular file (a directory, FIFO, socket or device)");
   }
+  (void)::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   return std::unique_ptr<RandomAccessFile>(
       new PosixRandomAccessFile(path, fd, static_cast<uint64_t>(st.st_size), direct));
 }

@@ -44,7 +44,8 @@ enum class IoMode {
   kPreferDirect, // O_DIRECT where allowed, else buffered (the caller may log the fallback)
 };
 
-// Opens `path` for reading. NotFound / IOError with the path on failure.
+// Opens `path` for reading, without blocking (a FIFO is refused, never waited on).
+// NotFound / IOError with the path on failure; InvalidArgument when it is not a regular file.
 Result<std::unique_ptr<RandomAccessFile>> open_random_access(const std::string& path, IoMode mode);
 
 // Reads a whole (small) file into a string: config files, headers, manifests.

@@ -13,7 +13,8 @@
 namespace nj {
 
 Result<MappedFile> MappedFile::map(const std::string& path, uint64_t offset, uint64_t length) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO must be refused (below), not waited on in open(2).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return not_found(path + ": no such file");
     return io_error(path + ": cannot open: " + std::strerror(errno));
@@ -23,6 +24,10 @@ Result<MappedFile> MappedFile::map(const std::string& path, uint64_t offset, uin
     const int err = errno;
     ::close(fd);
     return io_error(path + ": cannot stat: " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return invalid_argument(path + ": not a regular file (a directory, FIFO, socket or device)");
   }
   if (offset + length > static_cast<uint64_t>(st.st_size)) {
     ::close(fd);

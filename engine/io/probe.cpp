@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -83,23 +84,33 @@ Result<double> measure_file_read_gbps(const std::string& path, bool direct, bool
   Status first_error;
   std::mutex error_mu;
   auto t0 = Clock::now();
-  std::vector<std::thread> workers;
-  for (int t = 0; t < std::max(1, options.threads); ++t) {
-    workers.emplace_back([&] {
-      AlignedBuffer buf(chunk);
-      for (uint64_t c; !failed && (c = next.fetch_add(1)) < chunks;) {
-        uint64_t off = c * chunk;
-        size_t n = static_cast<size_t>(std::min(chunk, bytes - off));
-        if (direct && off + n < file->size()) n = static_cast<size_t>(align_up(n, kDirectAlign));
-        Status s = file->read_at(off, buf.data(), n);
-        if (!s.ok()) {
-          std::lock_guard<std::mutex> lock(error_mu);
-          if (!failed.exchange(true)) first_error = s;
-        }
+  auto read_chunks = [&] {
+    AlignedBuffer buf(chunk);
+    for (uint64_t c; !failed && (c = next.fetch_add(1)) < chunks;) {
+      uint64_t off = c * chunk;
+      size_t n = static_cast<size_t>(std::min(chunk, bytes - off));
+      if (direct && off + n < file->size()) n = static_cast<size_t>(align_up(n, kDirectAlign));
+      Status s = file->read_at(off, buf.data(), n);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!failed.exchange(true)) first_error = s;
       }
-    });
+    }
+  };
+  std::vector<std::thread> workers;
+  Status no_thread;
+  for (int t = 0; t < std::max(1, options.threads); ++t) {
+    try {
+      workers.emplace_back(read_chunks);
+    } catch (const std::system_error& e) {
+      no_thread = resource_exhausted("cannot start probe thread " + std::to_string(t + 1) + ": " +
+                                     e.what());
+      failed = true;
+      break;
+    }
   }
   for (auto& w : workers) w.join();
+  if (!no_thread.ok()) return no_thread;
   if (failed) return first_error;
   double secs = seconds_since(t0);
   return static_cast<double>(bytes) / std::max(secs, 1e-9) / 1e9;

@@ -1,8 +1,11 @@
 // ReadPool: chunked, prioritized reads on worker threads.
 #include "engine/io/read_pool.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
+#include <system_error>
 
 namespace nj {
 namespace {
@@ -22,8 +25,25 @@ bool ReadTicket::done() const {
   return remaining_ == 0;
 }
 
-ReadPool::ReadPool(int threads, size_t chunk_bytes) : chunk_bytes_(align_up(std::max<size_t>(chunk_bytes, kDirectAlign), kDirectAlign)) {
-  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { worker(); });
+ReadPool::ReadPool(size_t chunk_bytes, size_t staging_bytes)
+    : chunk_bytes_(align_up(std::max<size_t>(chunk_bytes, kDirectAlign), kDirectAlign)),
+      staging_bytes_(align_up(staging_bytes, kDirectAlign)) {}
+
+Result<std::unique_ptr<ReadPool>> ReadPool::create(int threads, size_t chunk_bytes,
+                                                   size_t staging_bytes) {
+  std::unique_ptr<ReadPool> pool(new ReadPool(chunk_bytes, staging_bytes));
+  const int n = std::clamp(threads, 1, kMaxIoThreads);
+  for (int i = 0; i < n; ++i) {
+    try {
+      pool->threads_.emplace_back([p = pool.get()] { p->worker(); });
+    } catch (const std::system_error& e) {
+      // The destructor stops and joins the threads already started.
+      return resource_exhausted("cannot start I/O thread " + std::to_string(i + 1) + " of " +
+                                std::to_string(n) + ": " + e.what() +
+                                " (fewer --io-threads, or raise the process limits)");
+    }
+  }
+  return pool;
 }
 
 ReadPool::~ReadPool() {
@@ -35,13 +55,20 @@ ReadPool::~ReadPool() {
   for (auto& t : threads_) t.join();
 }
 
-std::shared_ptr<ReadTicket> ReadPool::submit(std::vector<ReadRequest> requests, ReadPriority priority) {
+std::shared_ptr<ReadTicket> ReadPool::submit(std::vector<ReadRequest> requests,
+                                             ReadPriority priority) {
   auto ticket = std::make_shared<ReadTicket>();
   std::sort(requests.begin(), requests.end(), [](const ReadRequest& a, const ReadRequest& b) {
-    return a.file != b.file ? a.file->path() < b.file->path() : a.offset < b.offset;
+    if (a.file == b.file) return a.offset < b.offset;
+    if (!a.file || !b.file) return a.file == nullptr;  // bytes in memory first
+    return a.file->path() < b.file->path();
   });
   std::vector<Chunk> chunks;
   for (const ReadRequest& r : requests) {
+    if (r.consume) {  // one piece: it is decoded whole
+      chunks.push_back(Chunk{r, ticket});
+      continue;
+    }
     for (size_t done = 0; done < r.length; done += chunk_bytes_) {
       ReadRequest c = r;
       c.offset = r.offset + done;
@@ -65,7 +92,8 @@ void ReadPool::promote(const std::shared_ptr<ReadTicket>& ticket) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& pre = queues_[static_cast<int>(ReadPriority::kPrefetch)];
   auto& urg = queues_[static_cast<int>(ReadPriority::kUrgent)];
-  auto mid = std::stable_partition(pre.begin(), pre.end(), [&](const Chunk& c) { return c.ticket != ticket; });
+  auto mid = std::stable_partition(pre.begin(), pre.end(),
+                                   [&](const Chunk& c) { return c.ticket != ticket; });
   for (auto it = mid; it != pre.end(); ++it) urg.push_back(std::move(*it));
   pre.erase(mid, pre.end());
 }
@@ -77,7 +105,31 @@ ReadPoolCounters ReadPool::counters() const {
   return c;
 }
 
+// Reads one chunk, or reads and consumes one block. Returns the failure, if any.
+Status ReadPool::run_chunk(Chunk& chunk, uint8_t* staging) {
+  ReadRequest& r = chunk.req;
+  if (!r.consume) return r.file->read_at(r.offset, r.dst, r.length);
+  if (r.length > staging_bytes_)
+    return invalid_argument("a block of " + std::to_string(r.length) + " bytes does not fit the " +
+                            std::to_string(staging_bytes_) + "-byte staging buffer");
+  const uint8_t* bytes = r.src;
+  if (r.file) {
+    NJ_RETURN_IF_ERROR(r.file->read_at(r.offset, staging, r.length));
+    bytes = staging;
+  }
+  timespec t0{}, t1{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+  Status s = r.consume(std::span<const uint8_t>(bytes, r.length));
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_.consumed_bytes += r.length;
+  counters_.consume_s += static_cast<double>(t1.tv_sec - t0.tv_sec) +
+                         1e-9 * static_cast<double>(t1.tv_nsec - t0.tv_nsec);
+  return s;
+}
+
 void ReadPool::worker() {
+  AlignedBuffer staging(staging_bytes_);
   while (true) {
     Chunk chunk;
     {
@@ -87,7 +139,7 @@ void ReadPool::worker() {
       if (q.empty()) return;  // stopping, and nothing left
       chunk = std::move(q.front());
       q.pop_front();
-      if (in_flight_++ == 0) busy_since_ = now_s();
+      if (chunk.req.file && in_flight_++ == 0) busy_since_ = now_s();
     }
     // A batch that already failed skips its remaining chunks.
     bool skip;
@@ -95,11 +147,12 @@ void ReadPool::worker() {
       std::lock_guard<std::mutex> lock(chunk.ticket->mu_);
       skip = !chunk.ticket->status_.ok();
     }
-    Status s = skip ? Status() : chunk.req.file->read_at(chunk.req.offset, chunk.req.dst, chunk.req.length);
+    Status s = skip ? Status() : run_chunk(chunk, staging.data());
+    const bool from_disk = chunk.req.file != nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (--in_flight_ == 0) counters_.busy_s += now_s() - busy_since_;
-      if (s.ok() && !skip) {
+      if (from_disk && --in_flight_ == 0) counters_.busy_s += now_s() - busy_since_;
+      if (s.ok() && !skip && from_disk) {
         counters_.bytes += chunk.req.length;
         counters_.reads += 1;
       }

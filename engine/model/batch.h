@@ -22,10 +22,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
 #include "engine/state/sequence_state.h"
+#include "engine/util/status.h"
 
 namespace nj {
 
@@ -67,6 +69,15 @@ struct SeqStep {
   // Forward::keep. REQUIRES: logits == kAll.
   bool tentative = false;
 };
+
+// Feeds `ids` to one sequence as steps of at most `chunk` rows, each handed to `run` (one
+// pass of a Forward, or a batch's next pass), stopping at the first error. The last step
+// asks for the last row's logits; with `all_logits` every step asks for all of its rows',
+// which land in *all_logits, resized to [ids.size()][vocab]. Each step adds its share of its
+// pass to `usage` when given.
+Status feed_in_chunks(SequenceState& state, std::span<const int32_t> ids, int chunk, int vocab,
+                      std::vector<float>* all_logits, SequenceUsage* usage,
+                      const std::function<Status(SeqStep&)>& run);
 
 // The rows a step owns in a pass, and its state (per layer).
 struct SeqRows {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <string>
 #include <unordered_set>
 
 #include "engine/model/layers.h"
@@ -23,6 +25,50 @@ void SequenceUsage::add(const SequenceUsage& o) {
   trunk_bytes_read += o.trunk_bytes_read;
   expert_bytes_read += o.expert_bytes_read;
 }
+
+Status feed_in_chunks(SequenceState& state, std::span<const int32_t> ids, int chunk, int vocab,
+                      std::vector<float>* all_logits, SequenceUsage* usage,
+                      const std::function<Status(SeqStep&)>& run) {
+  const size_t n_vocab = static_cast<size_t>(vocab);
+  const size_t n_chunk = static_cast<size_t>(std::max(1, chunk));
+  if (all_logits) all_logits->assign(ids.size() * n_vocab, 0.0f);
+  for (size_t i = 0; i < ids.size(); i += n_chunk) {
+    const size_t n = std::min(ids.size() - i, n_chunk);
+    const bool final_chunk = i + n == ids.size();
+    SeqStep step;
+    step.state = &state;
+    step.ids = ids.subspan(i, n);
+    step.logits = all_logits    ? LogitsWanted::kAll
+                  : final_chunk ? LogitsWanted::kLast
+                                : LogitsWanted::kNone;
+    step.all_logits = all_logits ? all_logits->data() + i * n_vocab : nullptr;
+    step.usage = usage;
+    NJ_RETURN_IF_ERROR(run(step));
+  }
+  return Status();
+}
+
+namespace {
+
+// NonFinite naming the first position whose logits hold a NaN or an infinity, else OK.
+// `logits` holds the rows `steps` asked for, in order (LogitsWanted), [rows][vocab].
+Status check_finite(std::span<const SeqStep> steps, const float* logits, size_t vocab) {
+  const float* row = logits;
+  for (const SeqStep& s : steps) {
+    const int64_t n = static_cast<int64_t>(s.ids.size());
+    const int64_t first = s.logits == LogitsWanted::kAll    ? 0
+                          : s.logits == LogitsWanted::kLast ? n - 1
+                                                            : n;
+    for (int64_t t = first; t < n; ++t, row += vocab)
+      for (size_t v = 0; v < vocab; ++v)
+        if (!std::isfinite(row[v]))
+          return non_finite("non-finite logits at position " +
+                            std::to_string(s.state->position + t));
+  }
+  return Status();
+}
+
+}  // namespace
 
 Forward::Forward(Model& model, ForwardOptions options) : model_(model), options_(options) {
   const ModelConfig& c = model.config();
@@ -194,6 +240,9 @@ Status Forward::run(std::span<SeqStep> steps) {
   const size_t vocab = static_cast<size_t>(c.vocab);
   ops::matmul(hw.lm_head, a.head_in.data(), lr, hs, a.logits.data(), vocab);
   src.end_step();
+  // NaN or infinity (weights or a config value out of range) would be sampled as garbage all
+  // night; the scan costs nothing next to the pass. Before any state moves.
+  NJ_RETURN_IF_ERROR(check_finite(steps, a.logits.data(), vocab));
 
   lr = 0;
   for (size_t i = 0; i < steps.size(); ++i) {

@@ -70,8 +70,10 @@ class Forward {
   // logits it asked for. Each sequence's results are bit-identical to running it alone.
   // InvalidArgument (nothing consumed) for an empty step, a state shaped for another model,
   // the same state twice, kAll without a destination, or an id outside the vocabulary.
-  // On any other error the steps' states are unspecified: callers treat it as fatal for
-  // those sequences (restore a checkpoint to continue).
+  // NonFinite ("non-finite logits at position P", P the 0-based position of the token the
+  // logits follow) when any logits asked for hold a NaN or an infinity: never handed on to
+  // be sampled. On any other error the steps' states are unspecified: callers treat it as
+  // fatal for those sequences (restore a checkpoint to continue).
   // Tentative steps (batch.h) leave their states unsettled until keep(); FailedPrecondition
   // (nothing consumed) while a tentative step of the previous pass is still unsettled.
   Status run(std::span<SeqStep> steps);

@@ -28,14 +28,29 @@ struct Extent {
   uint64_t buffer_offset = 0;  // multiple of kDirectAlign
 };
 
+// One lossless block of a packed unit (engine/codec/block_format.h).
+struct StoredBlock {
+  uint64_t stored_offset =
+      0;  // from the start of the unit's stored run; a multiple of kDirectAlign
+  uint32_t stored_bytes = 0;
+  uint32_t raw_bytes = 0;  // it decodes to buffer [raw_offset, raw_offset + raw_bytes)
+  uint64_t raw_offset = 0;
+  uint64_t xxh3 = 0;  // of its stored bytes
+};
+
 struct UnitLayout {
   std::vector<Extent> extents;
-  uint64_t buffer_bytes = 0;   // what a buffer for this unit must hold
-  uint64_t tensor_bytes = 0;   // the bytes of the tensors themselves (what the model needs)
+  uint64_t buffer_bytes = 0;  // what a buffer for this unit must hold
+  uint64_t tensor_bytes = 0;  // the bytes of the tensors themselves (what the model needs)
   // Packed units (pack.h) are one run whose xxh3 is checked when first read.
   bool verify = false;
   uint64_t checksum = 0;
   uint64_t checksum_bytes = 0;  // the run's length (the checksum covers buffer [0, n))
+  // Units of a lossless pack: the one extent holds the stored run, these blocks, each
+  // checked against its xxh3 when first read in a process and decoded into the buffer.
+  // Empty for every other unit.
+  std::vector<StoredBlock> blocks;
+  int pack_unit = -1;  // its number in the pack, for messages
 };
 
 // One tensor inside its unit's buffer.
@@ -46,10 +61,19 @@ struct TensorSlot {
   int cols = 0;  // product of the other dimensions
 };
 
-struct KdaSlots { TensorSlot q, k, v, g, o, f_a, f_b, b, q_conv, k_conv, v_conv, a_log, dt_bias, o_norm; };
-struct MlaSlots { TensorSlot q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b, o, g; };
-struct FfnSlots { TensorSlot gate, up, down; };
-struct MoeSlots { TensorSlot router, bias, down, up, norm; FfnSlots shared; };
+struct KdaSlots {
+  TensorSlot q, k, v, g, o, f_a, f_b, b, q_conv, k_conv, v_conv, a_log, dt_bias, o_norm;
+};
+struct MlaSlots {
+  TensorSlot q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b, o, g;
+};
+struct FfnSlots {
+  TensorSlot gate, up, down;
+};
+struct MoeSlots {
+  TensorSlot router, bias, down, up, norm;
+  FfnSlots shared;
+};
 
 struct LayerLayout {
   int layer = 0;

@@ -16,16 +16,17 @@ namespace nj {
 std::string canonical_config_text(const ModelConfig& c) {
   std::ostringstream o;
   o.precision(9);
-  o << "hidden=" << c.hidden << ";layers=" << c.layers << ";vocab=" << c.vocab << ";eps=" << c.rms_eps
-    << ";tie=" << c.tie_word_embeddings << ";map=";
+  o << "hidden=" << c.hidden << ";layers=" << c.layers << ";vocab=" << c.vocab
+    << ";eps=" << c.rms_eps << ";tie=" << c.tie_word_embeddings << ";map=";
   for (auto k : c.attention) o << (k == AttentionKind::kMla ? 'M' : 'K');
   o << ";kda=" << c.kda_heads << "x" << c.kda_head_dim << ",conv" << c.conv_kernel << ",glb"
-    << c.has_gate_lower_bound << ":" << c.gate_lower_bound << ";mla=" << c.heads << ",q" << c.q_lora_rank << ",kv"
-    << c.kv_lora_rank << "," << c.qk_nope << "/" << c.qk_rope << "/" << c.v_head_dim << ",gate" << c.mla_output_gate
-    << ";moe=" << c.num_experts << "/" << c.top_k << ",sh" << c.num_shared << ",lat" << c.latent << ",mi"
-    << c.moe_inter << ",di" << c.dense_inter << ",fkd" << c.first_k_dense << ",rs" << c.routed_scaling << ",rn"
-    << c.renormalize << ",ln" << c.latent_norm << ";arb=" << c.attn_res_block_size << ";situ=" << c.situ_beta
-    << "/" << c.situ_linear_beta << ";mxfp4=" << c.mxfp4_experts;
+    << c.has_gate_lower_bound << ":" << c.gate_lower_bound << ";mla=" << c.heads << ",q"
+    << c.q_lora_rank << ",kv" << c.kv_lora_rank << "," << c.qk_nope << "/" << c.qk_rope << "/"
+    << c.v_head_dim << ",gate" << c.mla_output_gate << ";moe=" << c.num_experts << "/" << c.top_k
+    << ",sh" << c.num_shared << ",lat" << c.latent << ",mi" << c.moe_inter << ",di" << c.dense_inter
+    << ",fkd" << c.first_k_dense << ",rs" << c.routed_scaling << ",rn" << c.renormalize << ",ln"
+    << c.latent_norm << ";arb=" << c.attn_res_block_size << ";situ=" << c.situ_beta << "/"
+    << c.situ_linear_beta << ";mxfp4=" << c.mxfp4_experts;
   return o.str();
 }
 
@@ -34,7 +35,8 @@ uint64_t model_fingerprint(const ModelConfig& c, const TensorIndex& index) {
   return XXH3_64bits(text.data(), text.size()) ^ index.layout_fingerprint();
 }
 
-Result<ModelHeaders> open_model_headers(const std::string& dir, bool use_pack, std::string* pack_warning) {
+Result<ModelHeaders> open_model_headers(const std::string& dir, bool use_pack,
+                                        std::string* pack_warning, const std::string& pack_dir) {
   ModelHeaders h;
   NJ_ASSIGN_OR_RETURN(h.config, load_model_config(dir));
   NJ_ASSIGN_OR_RETURN(TensorIndex index, TensorIndex::open(dir));
@@ -42,8 +44,10 @@ Result<ModelHeaders> open_model_headers(const std::string& dir, bool use_pack, s
   NJ_ASSIGN_OR_RETURN(ModelLayout layout, ModelLayout::build(h.config, *h.index));
   h.layout = std::make_unique<ModelLayout>(std::move(layout));
   if (use_pack) {
-    NJ_ASSIGN_OR_RETURN(bool used, use_trunk_pack(*Env::posix(), dir, *h.index, h.layout.get(),
-                                                  static_cast<uint32_t>(h.index->files().size()), pack_warning));
+    NJ_ASSIGN_OR_RETURN(
+        bool used,
+        use_trunk_pack(*Env::posix(), pack_dir.empty() ? dir : pack_dir, *h.index, h.layout.get(),
+                       static_cast<uint32_t>(h.index->files().size()), pack_warning));
     (void)used;
   }
   return h;
@@ -60,17 +64,20 @@ Result<std::unique_ptr<Model>> Model::open(const std::string& dir, const ModelOp
   if (options.use_pack) {
     std::string reason;
     const std::string dir_for_pack = options.pack_dir.empty() ? dir : options.pack_dir;
-    NJ_ASSIGN_OR_RETURN(m->uses_pack_, use_trunk_pack(*Env::posix(), dir_for_pack, *m->index_, m->layout_.get(),
-                                                      static_cast<uint32_t>(m->index_->files().size()), &reason));
+    NJ_ASSIGN_OR_RETURN(m->uses_pack_,
+                        use_trunk_pack(*Env::posix(), dir_for_pack, *m->index_, m->layout_.get(),
+                                       static_cast<uint32_t>(m->index_->files().size()), &reason));
     if (!reason.empty()) spdlog::warn("not using the packed trunk: {}", reason);
   }
-  NJ_ASSIGN_OR_RETURN(m->plan_, plan_residency(*m->layout_, options.memory_bytes, options.plan));
   m->plan_options_ = options.plan;
+  m->plan_options_.io_threads = options.streaming.io_threads;  // one block staging buffer each
+  NJ_ASSIGN_OR_RETURN(m->plan_, plan_residency(*m->layout_, options.memory_bytes, m->plan_options_));
   m->plan_options_.routing = nullptr;  // (not owned; not kept)
   if (options.memory_bytes == 0) {
     NJ_ASSIGN_OR_RETURN(m->source_, ResidentSource::open(*m->index_, *m->layout_));
   } else {
-    NJ_ASSIGN_OR_RETURN(m->source_, StreamingSource::open(*m->index_, *m->layout_, m->plan_, options.streaming));
+    NJ_ASSIGN_OR_RETURN(
+        m->source_, StreamingSource::open(*m->index_, *m->layout_, m->plan_, options.streaming));
   }
   m->fingerprint_ = model_fingerprint(m->config_, *m->index_);
   return m;

@@ -31,7 +31,8 @@ class Model {
   // Opens `dir`. Without a budget every weight is read into RAM; with one the weights stream
   // from disk as the residency plan says. Errors name the file and tensor or key, or state
   // the minimum budget.
-  static Result<std::unique_ptr<Model>> open(const std::string& dir, const ModelOptions& options = {});
+  static Result<std::unique_ptr<Model>> open(const std::string& dir,
+                                             const ModelOptions& options = {});
 
   const std::string& dir() const { return dir_; }
   const ModelConfig& config() const { return config_; }
@@ -73,7 +74,10 @@ struct ModelHeaders {
   std::unique_ptr<TensorIndex> index;
   std::unique_ptr<ModelLayout> layout;
 };
-Result<ModelHeaders> open_model_headers(const std::string& dir, bool use_pack, std::string* pack_warning);
+// The pack is looked for in `pack_dir`, or in `dir` when it is empty.
+Result<ModelHeaders> open_model_headers(const std::string& dir, bool use_pack,
+                                        std::string* pack_warning,
+                                        const std::string& pack_dir = "");
 
 // Model::fingerprint() without opening the weights: the hash of the canonical config text
 // and of the index's layout.

@@ -1,24 +1,21 @@
-// Writing and adopting the packed trunk (format and guarantees in pack.h).
+// Adopting the packed trunk: the manifest's checks and the switch of the layout's units
+// (format and guarantees in pack.h; the writer is pack_writer.cpp).
 #include "engine/model/pack.h"
 
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <map>
 
-#include <nlohmann/json.hpp>
 #include <xxhash.h>
+#include <nlohmann/json.hpp>
 
-#include "engine/io/durable.h"
+#include "engine/codec/block_format.h"
 #include "engine/model/model.h"
-#include "engine/model/resident_source.h"
+#include "engine/model/pack_manifest.h"
 
 namespace nj {
-namespace {
-
-constexpr uint64_t kTensorAlign = 64;
 
 std::string hex64(uint64_t v) {
   char b[32];
@@ -26,14 +23,8 @@ std::string hex64(uint64_t v) {
   return b;
 }
 
-struct SourceFile {
-  std::string name;
-  uint64_t size = 0;
-  int64_t mtime_ns = 0;
-};
-
-Result<SourceFile> describe(const std::string& path) {
-  struct stat st{};
+Result<SourceFile> describe_source_file(const std::string& path) {
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return io_error(path + ": cannot stat");
   SourceFile f;
   f.name = base_name(path);
@@ -42,99 +33,86 @@ Result<SourceFile> describe(const std::string& path) {
   return f;
 }
 
-// The trunk units in pack order: layers, then the head.
-std::vector<std::vector<TensorSlot*>> units_of(ModelLayout& layout) {
+uint64_t unit_hash_of_blocks(std::span<const StoredBlock> blocks) {
+  std::vector<uint64_t> hashes;  // little-endian on every host Nightjar runs on (x86-64)
+  for (const StoredBlock& b : blocks) hashes.push_back(b.xxh3);
+  return XXH3_64bits(hashes.data(), hashes.size() * sizeof(uint64_t));
+}
+
+const char* pack_codec_name(PackCodec codec) {
+  return codec == PackCodec::kRaw ? "raw" : "lossless";
+}
+
+Result<PackCodec> parse_pack_codec(const std::string& name) {
+  if (name == "raw") return PackCodec::kRaw;
+  if (name == "lossless") return PackCodec::kLossless;
+  return invalid_argument("unknown pack codec '" + name + "' (expected raw or lossless)");
+}
+
+std::vector<std::vector<TensorSlot*>> pack_units(ModelLayout& layout) {
   std::vector<std::vector<TensorSlot*>> units;
-  for (int l = 0; l < layout.config().layers; ++l) units.push_back(trunk_slots(layout.mutable_layer(l)));
+  for (int l = 0; l < layout.config().layers; ++l)
+    units.push_back(trunk_slots(layout.mutable_layer(l)));
   units.push_back(head_slots(layout.mutable_head()));
-  for (auto& u : units) u.erase(std::remove_if(u.begin(), u.end(), [](TensorSlot* s) { return !s->info; }), u.end());
+  for (auto& u : units)
+    u.erase(std::remove_if(u.begin(), u.end(), [](TensorSlot* s) { return !s->info; }), u.end());
   return units;
 }
 
-UnitLayout& unit_of(ModelLayout& layout, int u) {
+UnitLayout& pack_unit_layout(ModelLayout& layout, int u) {
   return u == layout.config().layers ? layout.mutable_head().unit : layout.mutable_layer(u).unit;
+}
+
+namespace {
+
+// A lossless unit's blocks, checked against each other and the unit. Returns the reason
+// they are unusable, or "" when they are fine.
+std::string read_blocks(const nlohmann::json& jblocks, uint64_t length, uint64_t raw_length,
+                        std::vector<StoredBlock>* out) {
+  uint64_t next_stored = 0, raw_at = 0;
+  for (const auto& jb : jblocks) {
+    if (!jb.is_array() || jb.size() != 4)
+      return "a block entry is not [stored_offset, stored_bytes, raw_bytes, xxh3]";
+    StoredBlock b;
+    b.stored_offset = jb[0].get<uint64_t>();
+    const uint64_t stored = jb[1].get<uint64_t>(), raw = jb[2].get<uint64_t>();
+    b.xxh3 = std::stoull(jb[3].get<std::string>(), nullptr, 16);
+    const std::string which = "block " + std::to_string(out->size());
+    if (b.stored_offset > length) return which + " runs past its unit";  // (no sum wraps)
+    if (b.stored_offset % kDirectAlign || b.stored_offset < next_stored)
+      return which + " starts at " + std::to_string(b.stored_offset) +
+             " (not 4096-aligned, or overlapping)";
+    if (raw > kMaxBlockRawBytes || stored < kBlockHeaderBytes ||
+        stored > kBlockHeaderBytes + kMaxBlockRawBytes)
+      return which + " has impossible sizes (" + std::to_string(stored) + " stored, " +
+             std::to_string(raw) + " raw)";
+    b.stored_bytes = static_cast<uint32_t>(stored);
+    b.raw_bytes = static_cast<uint32_t>(raw);
+    b.raw_offset = raw_at;
+    raw_at += raw;
+    next_stored = b.stored_offset + stored;
+    if (next_stored > length) return which + " runs past its unit";
+    out->push_back(b);
+  }
+  if (raw_at != raw_length)
+    return "its blocks decode to " + std::to_string(raw_at) + " bytes, the unit holds " +
+           std::to_string(raw_length);
+  if (next_stored != length)
+    return "its blocks end at " + std::to_string(next_stored) + ", not at its length";
+  return "";
 }
 
 }  // namespace
 
-Result<PackStats> write_trunk_pack(Env& env, const TensorIndex& index, const ModelLayout& layout_in,
-                                   const std::string& out_dir) {
-  const auto t0 = std::chrono::steady_clock::now();
-  ModelLayout layout = layout_in;  // slots are read through; nothing here changes the caller's
-  const std::string pack_path = out_dir + "/" + kPackFile;
-  const std::string manifest_path = out_dir + "/" + kPackManifest;
-  // An older manifest goes first: from here until the new one lands, no pack is usable.
-  if (env.exists(manifest_path)) {
-    NJ_RETURN_IF_ERROR(env.remove(manifest_path));
-    NJ_RETURN_IF_ERROR(env.sync_dir(out_dir));
-  }
-  std::vector<std::unique_ptr<RandomAccessFile>> files;
-  for (const auto& path : layout.file_paths(index)) {
-    NJ_ASSIGN_OR_RETURN(auto f, open_random_access(path, IoMode::kBuffered));
-    files.push_back(std::move(f));
-  }
-  nlohmann::json units_json = nlohmann::json::array();
-  auto units = units_of(layout);
-  uint64_t written = 0;
-  auto fill = [&](WritableFile& out) -> Status {
-    const std::string zeros(kDirectAlign, '\0');
-    for (size_t u = 0; u < units.size(); ++u) {
-      const UnitLayout& ul = unit_of(layout, static_cast<int>(u));
-      AlignedBuffer in(ul.buffer_bytes);
-      NJ_RETURN_IF_ERROR(read_unit(files, ul, in.data()));
-      // Tensors in file order, each at a 64-byte boundary of the run.
-      std::vector<TensorSlot*> slots = units[u];
-      std::sort(slots.begin(), slots.end(), [](const TensorSlot* a, const TensorSlot* b) {
-        return a->info->file != b->info->file ? a->info->file < b->info->file : a->info->offset < b->info->offset;
-      });
-      std::string run;
-      nlohmann::json tensors = nlohmann::json::array();
-      for (TensorSlot* s : slots) {
-        run.resize(align_up(run.size(), kTensorAlign), '\0');
-        tensors.push_back({{"name", std::string(s->info->name)}, {"offset", run.size()}});
-        run.append(reinterpret_cast<const char*>(in.data() + s->buffer_offset), s->info->nbytes);
-      }
-      units_json.push_back({{"unit", u}, {"offset", written}, {"length", run.size()},
-                            {"xxh3", hex64(XXH3_64bits(run.data(), run.size()))}, {"tensors", tensors}});
-      NJ_RETURN_IF_ERROR(out.append(run));
-      written += run.size();
-      const uint64_t pad = align_up(written, kDirectAlign) - written;
-      if (pad) NJ_RETURN_IF_ERROR(out.append(std::string_view(zeros.data(), pad)));
-      written += pad;
-    }
-    return Status();
-  };
-  NJ_RETURN_IF_ERROR(write_file_durably(env, pack_path, fill));
-
-  nlohmann::json m;
-  m["format"] = "nightjar-trunk-pack";
-  m["version"] = 1;
-  m["model_fingerprint"] = hex64(model_fingerprint(layout.config(), index));
-  m["source_files"] = nlohmann::json::array();
-  for (const auto& f : index.files()) {
-    NJ_ASSIGN_OR_RETURN(SourceFile sf, describe(f.path));
-    m["source_files"].push_back({{"name", sf.name}, {"size", sf.size}, {"mtime_ns", sf.mtime_ns}});
-  }
-  m["pack_file"] = kPackFile;
-  m["pack_bytes"] = written;
-  m["units"] = units_json;
-  NJ_RETURN_IF_ERROR(write_file_durably(env, manifest_path, m.dump(1) + "\n"));
-  PackStats stats;
-  stats.units = units.size();
-  stats.pack_bytes = written;
-  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return stats;
-}
-
-Result<bool> use_trunk_pack(Env& env, const std::string& dir, const TensorIndex& index, ModelLayout* layout,
-                            uint32_t pack_file_id, std::string* reason) {
+Result<bool> use_trunk_pack(Env& env, const std::string& dir, const TensorIndex& index,
+                            ModelLayout* layout, uint32_t pack_file_id, std::string* reason) {
   const std::string manifest_path = dir + "/" + kPackManifest;
   if (!env.exists(manifest_path)) return false;
   auto refuse = [&](const std::string& why) -> Result<bool> {
     *reason = manifest_path + ": " + why;
     return false;
   };
-  auto text = read_small_file(manifest_path, 256u << 20);
+  auto text = read_small_file(manifest_path, 1u << 30);
   if (!text.ok()) return refuse(text.status().message());
   nlohmann::json m;
   try {
@@ -143,66 +121,98 @@ Result<bool> use_trunk_pack(Env& env, const std::string& dir, const TensorIndex&
     return refuse(std::string("damaged (not JSON: ") + e.what() + ")");
   }
   try {
-    if (m.value("format", "") != "nightjar-trunk-pack") return refuse("not a nightjar trunk pack manifest");
-    if (m.value("version", 0) != 1) return refuse("version " + std::to_string(m.value("version", 0)) + " is not 1");
+    if (m.value("format", "") != kPackFormat) return refuse("not a nightjar trunk pack manifest");
+    const int version = m.value("version", 0);
+    if (version != 1 && version != kPackVersion)
+      return refuse("version " + std::to_string(version) + " is not one this build reads (1 or " +
+                    std::to_string(kPackVersion) + "): rerun `nightjar pack`");
+    PackCodec codec = PackCodec::kRaw;
+    if (version >= 2) {
+      auto c = parse_pack_codec(m.at("codec").get<std::string>());
+      if (!c.ok()) return refuse("damaged: " + c.status().message());
+      codec = *c;
+    }
     const std::string fp = hex64(model_fingerprint(layout->config(), index));
     if (m.at("model_fingerprint").get<std::string>() != fp)
-      return refuse("built for another model (fingerprint " + m.at("model_fingerprint").get<std::string>() +
-                    ", this model " + fp + ")");
+      return refuse("built for another model (fingerprint " +
+                    m.at("model_fingerprint").get<std::string>() + ", this model " + fp + ")");
     std::map<std::string, SourceFile> now;
     for (const auto& f : index.files()) {
-      auto sf = describe(f.path);
+      auto sf = describe_source_file(f.path);
       if (!sf.ok()) return refuse(sf.status().message());
       now[sf->name] = *sf;
     }
-    if (m.at("source_files").size() != now.size()) return refuse("stale: built from a different set of shards");
+    if (m.at("source_files").size() != now.size())
+      return refuse("stale: built from a different set of shards");
     for (const auto& f : m.at("source_files")) {
       auto it = now.find(f.at("name").get<std::string>());
-      if (it == now.end()) return refuse("stale: built from " + f.at("name").get<std::string>() + ", not in the model");
-      if (it->second.size != f.at("size").get<uint64_t>() || it->second.mtime_ns != f.at("mtime_ns").get<int64_t>())
-        return refuse("stale: " + it->first + " changed since the pack was built (size or modification time)");
+      if (it == now.end())
+        return refuse("stale: built from " + f.at("name").get<std::string>() +
+                      ", not in the model");
+      if (it->second.size != f.at("size").get<uint64_t>() ||
+          it->second.mtime_ns != f.at("mtime_ns").get<int64_t>())
+        return refuse("stale: " + it->first +
+                      " changed since the pack was built (size or modification time)");
     }
     const std::string pack_path = dir + "/" + m.at("pack_file").get<std::string>();
-    if (m.at("pack_file").get<std::string>().find('/') != std::string::npos) return refuse("bad pack_file name");
+    if (m.at("pack_file").get<std::string>().find('/') != std::string::npos)
+      return refuse("bad pack_file name");
     auto pack = open_random_access(pack_path, IoMode::kBuffered);
     if (!pack.ok()) return refuse(pack.status().message());
     const uint64_t pack_bytes = m.at("pack_bytes").get<uint64_t>();
     if ((*pack)->size() != pack_bytes)
-      return refuse("damaged: " + pack_path + " is " + std::to_string((*pack)->size()) + " bytes, the manifest says " +
-                    std::to_string(pack_bytes));
+      return refuse("damaged: " + pack_path + " is " + std::to_string((*pack)->size()) +
+                    " bytes, the manifest says " + std::to_string(pack_bytes));
     // Every unit's tensors must be exactly the layout's; then switch the units over.
-    auto units = units_of(*layout);
+    auto units = pack_units(*layout);
     const auto& mu = m.at("units");
-    if (mu.size() != units.size()) return refuse("has " + std::to_string(mu.size()) + " units, the model " + std::to_string(units.size()));
+    if (mu.size() != units.size())
+      return refuse("has " + std::to_string(mu.size()) + " units, the model " +
+                    std::to_string(units.size()));
     std::vector<UnitLayout> new_units(units.size());
     std::vector<std::vector<uint64_t>> offsets(units.size());
     for (size_t u = 0; u < units.size(); ++u) {
       const auto& ju = mu[u];
+      const std::string unit_name = "unit " + std::to_string(u);
       const uint64_t off = ju.at("offset").get<uint64_t>(), len = ju.at("length").get<uint64_t>();
       // Written so that no sum can wrap (offsets are any u64 in a damaged manifest).
-      if (off % kDirectAlign || off > pack_bytes || len > pack_bytes - off)
-        return refuse("damaged: unit " + std::to_string(u) + " lies outside the pack");
+      if (off % kDirectAlign || off > pack_bytes || len > pack_bytes - off ||
+          align_up(len, kDirectAlign) > pack_bytes - off)
+        return refuse("damaged: " + unit_name + " lies outside the pack");
+      UnitLayout& nu = new_units[u];
+      uint64_t run_length = len;
+      if (codec == PackCodec::kLossless) {
+        run_length = ju.at("raw_length").get<uint64_t>();
+        const std::string why = read_blocks(ju.at("blocks"), len, run_length, &nu.blocks);
+        if (!why.empty()) return refuse("damaged: " + unit_name + ": " + why);
+        if (hex64(unit_hash_of_blocks(nu.blocks)) != ju.at("xxh3").get<std::string>())
+          return refuse("damaged: " + unit_name + "'s xxh3 is not its blocks' hash");
+      } else {
+        nu.verify = true;
+        nu.checksum = std::stoull(ju.at("xxh3").get<std::string>(), nullptr, 16);
+        nu.checksum_bytes = len;
+      }
       std::map<std::string, uint64_t> by_name;
-      for (const auto& t : ju.at("tensors")) by_name[t.at("name").get<std::string>()] = t.at("offset").get<uint64_t>();
-      if (by_name.size() != units[u].size()) return refuse("stale: unit " + std::to_string(u) + " holds other tensors");
+      for (const auto& t : ju.at("tensors"))
+        by_name[t.at("name").get<std::string>()] = t.at("offset").get<uint64_t>();
+      if (by_name.size() != units[u].size())
+        return refuse("stale: " + unit_name + " holds other tensors");
       for (TensorSlot* s : units[u]) {
         auto it = by_name.find(std::string(s->info->name));
-        if (it == by_name.end()) return refuse("stale: tensor '" + std::string(s->info->name) + "' is not in the pack");
-        if (it->second > len || s->info->nbytes > len - it->second)
+        if (it == by_name.end())
+          return refuse("stale: tensor '" + std::string(s->info->name) + "' is not in the pack");
+        if (it->second > run_length || s->info->nbytes > run_length - it->second)
           return refuse("damaged: tensor '" + it->first + "' runs past its unit");
         offsets[u].push_back(it->second);
       }
-      UnitLayout& nu = new_units[u];
-      nu.extents.push_back(Extent{pack_file_id, off, std::min<uint64_t>(align_up(len, kDirectAlign), pack_bytes - off), 0});
-      nu.buffer_bytes = align_up(len, kDirectAlign);
-      nu.tensor_bytes = unit_of(*layout, static_cast<int>(u)).tensor_bytes;
-      nu.verify = true;
-      nu.checksum = std::stoull(ju.at("xxh3").get<std::string>(), nullptr, 16);
-      nu.checksum_bytes = len;
+      nu.extents.push_back(Extent{pack_file_id, off, align_up(len, kDirectAlign), 0});
+      nu.buffer_bytes = align_up(run_length, kDirectAlign);
+      nu.tensor_bytes = pack_unit_layout(*layout, static_cast<int>(u)).tensor_bytes;
+      nu.pack_unit = static_cast<int>(u);
     }
     for (size_t u = 0; u < units.size(); ++u) {
       for (size_t i = 0; i < units[u].size(); ++i) units[u][i]->buffer_offset = offsets[u][i];
-      unit_of(*layout, static_cast<int>(u)) = new_units[u];
+      pack_unit_layout(*layout, static_cast<int>(u)) = new_units[u];
     }
     layout->add_file(pack_path);
     return true;

@@ -21,9 +21,27 @@ uint64_t read_bytes(const UnitLayout& u) {
 
 struct Unit {
   int id;
-  uint64_t buffer_bytes;  // memory to hold it
-  uint64_t read_bytes;    // bytes read to stream it
+  uint64_t buffer_bytes;   // memory to hold it
+  uint64_t read_bytes;     // bytes read to stream it
+  uint64_t decoded_bytes;  // lossless units: bytes decoded per use (0 otherwise)
 };
+
+uint64_t decoded_bytes(const UnitLayout& u) {
+  uint64_t n = 0;
+  for (const StoredBlock& b : u.blocks) n += b.raw_bytes;
+  return n;
+}
+
+// One staging buffer per I/O thread holds the largest stored block (0 without blocks).
+uint64_t staging_bytes(const ModelLayout& layout, int io_threads) {
+  uint64_t largest = 0;
+  auto scan = [&](const UnitLayout& u) {
+    for (const StoredBlock& b : u.blocks) largest = std::max<uint64_t>(largest, b.stored_bytes);
+  };
+  for (int l = 0; l < layout.config().layers; ++l) scan(layout.layer(l).unit);
+  scan(layout.head().unit);
+  return static_cast<uint64_t>(std::max(1, io_threads)) * align_up(largest, kDirectAlign);
+}
 
 }  // namespace
 
@@ -71,9 +89,11 @@ void batch_memory(const ModelConfig& c, const PlanOptions& o, int batch, uint64_
 
 struct WeightMinimum {
   uint64_t largest_unit = 0, expert_buffer = 0;
+  uint64_t staging = 0;  // lossless packs: a stored block per I/O thread
   int ring_slots = 2, expert_buffers = 0;
   uint64_t bytes() const {
-    return static_cast<uint64_t>(ring_slots) * largest_unit + static_cast<uint64_t>(expert_buffers) * expert_buffer;
+    return staging + static_cast<uint64_t>(ring_slots) * largest_unit +
+           static_cast<uint64_t>(expert_buffers) * expert_buffer;
   }
 };
 
@@ -89,6 +109,7 @@ WeightMinimum weight_minimum(const ModelLayout& layout, const PlanOptions& o) {
     for (int e = 0; e < c.num_experts; ++e)
       m.expert_buffer = std::max(m.expert_buffer, layout.expert(l, e).unit.buffer_bytes);
   }
+  m.staging = staging_bytes(layout, o.io_threads);
   m.ring_slots = std::max(2, o.ring_slots);
   m.expert_buffers = any_moe ? std::max(2, std::min(c.top_k, o.min_expert_buffers)) : 0;
   return m;
@@ -123,15 +144,19 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
   ResidencyPlan p;
   p.budget_bytes = budget;
   p.bandwidth_gbps = o.bandwidth_gbps;
+  p.decode_gbps = o.decode_gbps;
   p.batch = std::max(1, o.batch);
   p.rows_per_pass = planned_activation_shape(o).rows;
   batch_memory(c, o, p.batch, &p.state_bytes, &p.scratch_bytes);
   const uint64_t fixed = p.state_bytes + p.scratch_bytes;
 
   std::vector<Unit> units;
-  for (int l = 0; l < c.layers; ++l)
-    units.push_back({l, layout.layer(l).unit.buffer_bytes, read_bytes(layout.layer(l).unit)});
-  units.push_back({c.layers, layout.head().unit.buffer_bytes, read_bytes(layout.head().unit)});
+  for (int l = 0; l <= c.layers; ++l) {
+    const UnitLayout& u = l == c.layers ? layout.head().unit : layout.layer(l).unit;
+    units.push_back({l, u.buffer_bytes, read_bytes(u), decoded_bytes(u)});
+  }
+  const bool lossless =
+      std::any_of(units.begin(), units.end(), [](const Unit& u) { return u.decoded_bytes > 0; });
   std::vector<int> moe_layers;
   uint64_t expert_read = 0;
   for (int l = 0; l < c.layers; ++l) {
@@ -144,9 +169,11 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
   const int ring_slots = wmin.ring_slots, min_expert_buffers = wmin.expert_buffers;
   p.expert_buffer_bytes = expert_buffer;
   p.min_memory_bytes = fixed + wmin.bytes();
+  p.staging_bytes = budget ? wmin.staging : 0;  // staging is only used when streaming
   p.max_batch = budget == 0 ? 0 : largest_batch(layout, o, budget);
 
   p.pinned.assign(units.size(), false);
+  p.held.assign(units.size(), false);
   p.expert_cache_slots.assign(static_cast<size_t>(c.layers), 0);
   auto ring_for = [&](const std::vector<bool>& pinned) {
     uint64_t m = 0;
@@ -158,6 +185,12 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
     uint64_t s = 0;
     for (const Unit& u : units)
       if (pinned[static_cast<size_t>(u.id)]) s += u.buffer_bytes;
+    return s;
+  };
+  auto held_sum = [&](const std::vector<bool>& held) {
+    uint64_t s = 0;
+    for (const Unit& u : units)
+      if (held[static_cast<size_t>(u.id)]) s += u.read_bytes;
     return s;
   };
 
@@ -177,29 +210,43 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
           format_bytes(p.min_memory_bytes) + " (" + std::to_string(p.min_memory_bytes) +
           " bytes) this model needs" + (p.batch > 1 ? " for a batch of " + std::to_string(p.batch) : "") +
           ": sequence state " + format_bytes(p.state_bytes) + ", activations " +
-          format_bytes(p.scratch_bytes) + ", " + std::to_string(ring_slots) +
+          format_bytes(p.scratch_bytes) +
+          (wmin.staging ? ", block staging " + format_bytes(wmin.staging) : std::string()) + ", " +
+          std::to_string(ring_slots) +
           " x the largest trunk unit " + format_bytes(largest_unit) + ", " +
           std::to_string(min_expert_buffers) + " x one expert " + format_bytes(expert_buffer) + fits);
     }
     int buffers = min_expert_buffers;
     const int step_experts = std::min(c.num_experts, p.batch * (1 + std::max(0, o.draft_tokens)) * c.top_k);
     auto total = [&](const std::vector<bool>& pinned, int slots, int nbuf) {
-      return fixed + pinned_sum(pinned) + static_cast<uint64_t>(slots) * ring_for(pinned) +
-             static_cast<uint64_t>(nbuf) * expert_buffer;
+      return fixed + p.staging_bytes + pinned_sum(pinned) + held_sum(p.held) +
+             static_cast<uint64_t>(slots) * ring_for(pinned) + static_cast<uint64_t>(nbuf) * expert_buffer;
     };
     // 2. up to the experts one decode step needs, so that a layer's misses are read at once
     while (!moe_layers.empty() && buffers < step_experts &&
            total(p.pinned, ring_slots, buffers + 1) <= budget)
       ++buffers;
-    // 3. pin trunk units, largest first
-    std::vector<Unit> by_size = units;
-    std::stable_sort(by_size.begin(), by_size.end(),
-                     [](const Unit& a, const Unit& b) { return a.buffer_bytes > b.buffer_bytes; });
-    for (const Unit& u : by_size) {
-      std::vector<bool> trial = p.pinned;
-      trial[static_cast<size_t>(u.id)] = true;
-      if (total(trial, ring_slots, buffers) <= budget) p.pinned = trial;
-    }
+    // 3. trunk units kept in memory, pinned or held (trunk_residency.h)
+    std::vector<TrunkUnitCost> costs;
+    for (const Unit& u : units)
+      costs.push_back({u.buffer_bytes, u.read_bytes, u.decoded_bytes ? u.read_bytes : 0, u.decoded_bytes});
+    const TrunkCostModel model{o.bandwidth_gbps, o.decode_gbps,
+                               lossless ? o.pin_compressed : PinCompressed::kNever};
+    auto split = [&](const std::vector<UnitResidency>& r, std::vector<bool>* pinned, std::vector<bool>* held) {
+      for (size_t i = 0; i < r.size(); ++i) {
+        (*pinned)[i] = r[i] == UnitResidency::kPinned;
+        (*held)[i] = r[i] == UnitResidency::kHeld;
+      }
+    };
+    const std::vector<UnitResidency> residency =
+        choose_trunk_residency(costs, model, budget, [&](const std::vector<UnitResidency>& r) {
+          std::vector<bool> pinned(r.size()), held(r.size());
+          split(r, &pinned, &held);
+          return fixed + p.staging_bytes + pinned_sum(pinned) + held_sum(held) +
+                 static_cast<uint64_t>(ring_slots) * ring_for(pinned) +
+                 static_cast<uint64_t>(buffers) * expert_buffer;
+        });
+    split(residency, &p.pinned, &p.held);
     // 4. expert-cache slots, evenly over the MoE layers
     if (!moe_layers.empty()) {
       const uint64_t left = budget - total(p.pinned, ring_slots, buffers);
@@ -219,6 +266,7 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
     p.ring_slot_bytes = ring;
   }
   p.pinned_bytes = pinned_sum(p.pinned);
+  p.held_bytes = held_sum(p.held);
   p.ring_bytes = static_cast<uint64_t>(p.ring_slots) * p.ring_slot_bytes;
   p.expert_pool_bytes = static_cast<uint64_t>(p.expert_buffers) * expert_buffer;
   p.everything_resident =
@@ -230,8 +278,11 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
 
   // Predicted reads per decode step at steady state (uniform routing for the cache and the
   // union of the batch's experts unless a routing profile says otherwise).
-  for (const Unit& u : units)
-    if (!p.pinned[static_cast<size_t>(u.id)]) p.predicted_trunk_bytes_per_step += u.read_bytes;
+  for (const Unit& u : units) {
+    if (p.pinned[static_cast<size_t>(u.id)]) continue;
+    if (!p.held[static_cast<size_t>(u.id)]) p.predicted_trunk_bytes_per_step += u.read_bytes;
+    p.predicted_decode_bytes_per_step += u.decoded_bytes;
+  }
   p.predicted_trunk_bytes_per_step += static_cast<uint64_t>(p.batch) * layout.embedding_row_bytes();
   p.predicted_distinct_experts = expected_distinct_experts(c.num_experts, c.top_k, p.batch);
   double hit_sum = 0;
@@ -260,6 +311,8 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
   p.predicted_seconds_per_token = p.predicted_seconds_per_step / p.batch;
   p.predicted_tokens_per_second =
       p.predicted_seconds_per_step > 0 ? p.batch / p.predicted_seconds_per_step : 0.0;
+  p.predicted_decode_seconds_per_step =
+      static_cast<double>(p.predicted_decode_bytes_per_step) / (o.decode_gbps * 1e9);
   return p;
 }
 
@@ -273,6 +326,11 @@ nlohmann::json ResidencyPlan::to_json() const {
     if (pinned[i]) pinned_layers.push_back(static_cast<int>(i));
   j["pinned_layers"] = pinned_layers;
   j["head_pinned"] = !pinned.empty() && pinned.back();
+  std::vector<int> held_layers;
+  for (size_t i = 0; i + 1 < held.size(); ++i)
+    if (held[i]) held_layers.push_back(static_cast<int>(i));
+  j["held_layers"] = held_layers;
+  j["head_held"] = !held.empty() && held.back();
   j["ring_slots"] = ring_slots;
   j["ring_slot_bytes"] = ring_slot_bytes;
   j["expert_buffers"] = expert_buffers;
@@ -280,7 +338,9 @@ nlohmann::json ResidencyPlan::to_json() const {
   j["expert_cache_slots"] = expert_cache_slots;
   j["memory"] = {{"state_bytes", state_bytes},
                  {"scratch_bytes", scratch_bytes},
+                 {"staging_bytes", staging_bytes},
                  {"pinned_bytes", pinned_bytes},
+                 {"held_bytes", held_bytes},
                  {"ring_bytes", ring_bytes},
                  {"expert_pool_bytes", expert_pool_bytes},
                  {"total_bytes", total_bytes()}};
@@ -300,6 +360,9 @@ nlohmann::json ResidencyPlan::to_json() const {
   j["predicted_seconds_per_step"] = predicted_seconds_per_step;
   j["predicted_seconds_per_token"] = predicted_seconds_per_token;
   j["predicted_tokens_per_second"] = predicted_tokens_per_second;
+  j["predicted_decode_bytes_per_step"] = predicted_decode_bytes_per_step;
+  j["decode_gbps"] = decode_gbps;
+  j["predicted_decode_seconds_per_step"] = predicted_decode_seconds_per_step;
   return j;
 }
 
@@ -315,7 +378,13 @@ std::string ResidencyPlan::to_text() const {
   o << "pinned trunk        " << npinned << " of " << (pinned.empty() ? 0 : pinned.size() - 1)
     << " layers" << (!pinned.empty() && pinned.back() ? ", and the head" : "") << " ("
     << format_bytes(pinned_bytes) << ")\n";
+  int nheld = 0;
+  for (size_t i = 0; i + 1 < held.size(); ++i) nheld += held[i];
+  if (held_bytes)
+    o << "held compressed     " << nheld << " layers" << (held.back() ? ", and the head" : "") << " ("
+      << format_bytes(held_bytes) << ", decoded on each use)\n";
   o << "trunk ring          " << ring_slots << " x " << format_bytes(ring_slot_bytes) << "\n";
+  if (staging_bytes) o << "block staging       " << format_bytes(staging_bytes) << "\n";
   const int cached = std::accumulate(expert_cache_slots.begin(), expert_cache_slots.end(), 0);
   o << "expert buffers      " << expert_buffers << " x " << format_bytes(expert_buffer_bytes)
     << " (" << cached << " cache slots over the MoE layers)\n";
@@ -339,6 +408,11 @@ std::string ResidencyPlan::to_text() const {
                 predicted_seconds_per_step, bandwidth_gbps, predicted_seconds_per_token,
                 predicted_tokens_per_second);
   o << "I/O floor           " << buf << "\n";
+  if (predicted_decode_bytes_per_step) {
+    std::snprintf(buf, sizeof buf, "%.3f s at %.1f GB/s", predicted_decode_seconds_per_step, decode_gbps);
+    o << "decode per step     " << format_bytes(predicted_decode_bytes_per_step) << ", " << buf
+      << " on one I/O thread\n";
+  }
   return o.str();
 }
 

@@ -14,8 +14,13 @@
 //   2. more expert buffers, up to the experts one decode step of the batch needs
 //      (min(E, rows x top_k), rows = batch x (1 + drafts)), so that a layer's misses are all read
 //      at once;
-//   3. pinned trunk units, largest first (pinning the largest also shrinks the ring);
+//   3. trunk units kept in memory: pinned (decoded), or, from a lossless pack, held as
+//      their stored bytes and decoded on each use (trunk_residency.h chooses, by predicted
+//      seconds saved per byte; without a lossless pack: pinned, largest first, since
+//      pinning the largest also shrinks the ring);
 //   4. expert-cache slots, spread evenly over the MoE layers.
+// A lossless pack also needs one staging buffer per I/O thread (a stored block read before
+// it is decoded into the ring): part of the minimum.
 // The plan never changes the tokens: only where bytes come from.
 #pragma once
 
@@ -25,9 +30,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/io/read_pool.h"
 #include "engine/model/activations.h"
 #include "engine/model/batch.h"
 #include "engine/model/layout.h"
+#include "engine/model/trunk_residency.h"
 #include "engine/moe/routing_profile.h"
 #include "engine/util/status.h"
 
@@ -53,6 +60,12 @@ struct PlanOptions {
   int min_expert_buffers = 2;   // expert buffers in the minimum (capped at top_k): how many of a
                                 // layer's missing experts can be read at once at the minimum
   double bandwidth_gbps = 2.6;  // device read bandwidth for the predicted seconds per token
+  // Lossless packs. Decode rate (decoded bytes per second on one I/O thread) in the cost
+  // of holding a unit compressed; 8 GB/s is what the AVX-512 decoder measured here on one
+  // core (tests/bench/run_lossless_bench.sh), so the model errs on the side of pinning.
+  double decode_gbps = 8.0;
+  PinCompressed pin_compressed = PinCompressed::kAuto;  // see trunk_residency.h
+  int io_threads = kDefaultIoThreads;  // one staging buffer (one stored block) each
   // Measured routing of this workload; without it the cache prediction assumes uniform
   // routing (hit rate = slots / num_experts), which real routers usually beat.
   const RoutingProfile* routing = nullptr;
@@ -64,7 +77,8 @@ struct ResidencyPlan {
   bool everything_resident = false;
 
   // Trunk units: 0..layers-1 are the layers, `layers` is the head.
-  std::vector<bool> pinned;      // [layers + 1]
+  std::vector<bool> pinned;      // [layers + 1]: decoded bytes kept in memory
+  std::vector<bool> held;        // [layers + 1]: stored (lossless) bytes kept, decoded on use
   int ring_slots = 0;            // buffers for streamed trunk units (0 when all are pinned)
   uint64_t ring_slot_bytes = 0;  // the largest streamed unit
 
@@ -77,11 +91,14 @@ struct ResidencyPlan {
   int max_batch = 0;           // the largest batch this budget holds (0: not even one)
   uint64_t state_bytes = 0;    // batch x sequence_states x the sequence state at max_context
   uint64_t scratch_bytes = 0;  // the activations of a pass (activations.h), kernels' scratch
+  uint64_t staging_bytes = 0;  // lossless: one stored block per I/O thread (0 otherwise)
   uint64_t pinned_bytes = 0;
+  uint64_t held_bytes = 0;
   uint64_t ring_bytes = 0;
   uint64_t expert_pool_bytes = 0;
   uint64_t total_bytes() const {
-    return state_bytes + scratch_bytes + pinned_bytes + ring_bytes + expert_pool_bytes;
+    return state_bytes + scratch_bytes + staging_bytes + pinned_bytes + held_bytes + ring_bytes +
+           expert_pool_bytes;
   }
 
   // Per decode step of the whole batch (one token for each of `batch` sequences), at
@@ -106,6 +123,11 @@ struct ResidencyPlan {
   double predicted_seconds_per_step = 0;   // the I/O floor: a step's bytes / bandwidth
   double predicted_seconds_per_token = 0;  // per sequence's token: the step's floor / batch
   double predicted_tokens_per_second = 0;  // all sequences together
+  // Lossless packs: bytes decoded per step (streamed and held units) and their time at
+  // decode_gbps on one thread (overlapped with reads and compute as far as cores allow).
+  uint64_t predicted_decode_bytes_per_step = 0;
+  double decode_gbps = 0;
+  double predicted_decode_seconds_per_step = 0;
 
   nlohmann::json to_json() const;
   std::string to_text() const;

@@ -5,12 +5,20 @@
 
 #include <xxhash.h>
 
+#include "engine/model/stored_unit.h"
 #include "engine/util/dtype.h"
 
 namespace nj {
 
 Status read_unit(std::span<const std::unique_ptr<RandomAccessFile>> files, const UnitLayout& unit,
                  uint8_t* buffer) {
+  if (!unit.blocks.empty()) {  // a lossless unit: its stored run, then each block decoded
+    const Extent& e = unit.extents[0];
+    AlignedBuffer stored(e.length);
+    NJ_RETURN_IF_ERROR(files[e.file]->read_at(e.file_offset, stored.data(), e.length));
+    return decode_unit(unit, std::span<const uint8_t>(stored.data(), e.length), /*verify=*/true,
+                       files[e.file]->path(), buffer);
+  }
   for (const Extent& e : unit.extents)
     NJ_RETURN_IF_ERROR(files[e.file]->read_at(e.file_offset, buffer + e.buffer_offset, e.length));
   return verify_unit(unit, buffer, files[unit.extents.empty() ? 0 : unit.extents[0].file]->path());
@@ -20,10 +28,11 @@ Status verify_unit(const UnitLayout& unit, const uint8_t* buffer, const std::str
   if (!unit.verify) return Status();
   const uint64_t h = XXH3_64bits(buffer, static_cast<size_t>(unit.checksum_bytes));
   if (h == unit.checksum) return Status();
-  return corruption(file + ": the packed unit at offset " +
-                    std::to_string(unit.extents.empty() ? 0 : unit.extents[0].file_offset) +
-                    " fails its checksum (the pack is damaged: rerun `nightjar pack`, or delete it to read the "
-                    "shards)");
+  return corruption(
+      file + ": the packed unit at offset " +
+      std::to_string(unit.extents.empty() ? 0 : unit.extents[0].file_offset) +
+      " fails its checksum (the pack is damaged: rerun `nightjar pack`, or delete it to read the "
+      "shards)");
 }
 
 Result<std::unique_ptr<ResidentSource>> ResidentSource::open(const TensorIndex& index,
@@ -46,18 +55,21 @@ Result<std::unique_ptr<ResidentSource>> ResidentSource::open(const TensorIndex& 
     const LayerLayout& ll = layout.layer(l);
     NJ_ASSIGN_OR_RETURN(const uint8_t* bytes, load(ll.unit));
     src->layers_.push_back(std::make_shared<LayerWeights>(materialize_layer(c, ll, bytes)));
-    src->stats_.trunk_bytes_read += ll.unit.tensor_bytes;
+    src->stats_.trunk_bytes_read += unit_bytes_read(ll.unit);
+    src->stats_.trunk_raw_bytes += ll.unit.tensor_bytes;
     if (ll.is_dense) continue;
     for (int e = 0; e < c.num_experts; ++e) {
       const ExpertLayout& el = layout.expert(l, e);
       NJ_ASSIGN_OR_RETURN(const uint8_t* eb, load(el.unit));
-      src->experts_[static_cast<size_t>(l)].push_back(std::make_shared<ExpertWeights>(materialize_expert(el, eb)));
+      src->experts_[static_cast<size_t>(l)].push_back(
+          std::make_shared<ExpertWeights>(materialize_expert(el, eb)));
       src->stats_.expert_bytes_read += el.unit.tensor_bytes;
     }
   }
   NJ_ASSIGN_OR_RETURN(const uint8_t* hb, load(layout.head().unit));
   src->head_ = std::make_shared<HeadWeights>(materialize_head(c, layout.head(), hb));
-  src->stats_.head_bytes_read += layout.head().unit.tensor_bytes;
+  src->stats_.head_bytes_read += unit_bytes_read(layout.head().unit);
+  src->stats_.trunk_raw_bytes += layout.head().unit.tensor_bytes;
 
   const TensorSlot& emb = layout.embedding();
   std::vector<uint8_t> raw(emb.info->nbytes);
@@ -76,15 +88,18 @@ Result<std::shared_ptr<const ExpertWeights>> ResidentSource::expert(int l, int e
   return experts_[static_cast<size_t>(l)][static_cast<size_t>(e)];
 }
 
-Result<std::shared_ptr<const HeadWeights>> ResidentSource::head() { return head_; }
+Result<std::shared_ptr<const HeadWeights>> ResidentSource::head() {
+  return head_;
+}
 
 Status ResidentSource::embed(std::span<const int32_t> ids, float* out) {
   const ModelConfig& c = layout_.config();
   const size_t hid = static_cast<size_t>(c.hidden);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= c.vocab)
-      return invalid_argument("token id " + std::to_string(ids[i]) + " is outside the vocabulary (0.." +
-                              std::to_string(c.vocab - 1) + ")");
+      return invalid_argument("token id " + std::to_string(ids[i]) +
+                              " is outside the vocabulary (0.." + std::to_string(c.vocab - 1) +
+                              ")");
     std::copy_n(&embedding_[static_cast<size_t>(ids[i]) * hid], hid, out + i * hid);
   }
   return Status();

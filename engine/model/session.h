@@ -37,7 +37,8 @@ class Session {
   // last_logits() holds the logits after the final id. When `all_logits` is given it
   // receives [ids.size()][vocab] logits, one row per id. On error the state is unchanged
   // only if nothing was consumed; callers treat an error as fatal for the sequence
-  // (restore a state checkpoint to continue).
+  // (restore a state checkpoint to continue). Logits that are not all finite are an error
+  // (NonFinite, from Forward::run), never handed on to be sampled.
   Status feed(std::span<const int32_t> ids, std::vector<float>* all_logits = nullptr);
 
   // Speculative verification (batch.h): feeds `ids` in one tentative pass, `all_logits`

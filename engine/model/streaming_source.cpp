@@ -8,8 +8,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "engine/util/dtype.h"
 #include "engine/model/resident_source.h"
+#include "engine/model/stored_unit.h"
+#include "engine/util/dtype.h"
 
 namespace nj {
 namespace {
@@ -43,9 +44,52 @@ const UnitLayout& StreamingSource::unit_layout(int u) const {
 
 std::shared_ptr<ReadTicket> StreamingSource::read_unit_async(const UnitLayout& u, uint8_t* buffer, ReadPriority p) {
   std::vector<ReadRequest> reqs;
-  for (const Extent& e : u.extents)
-    reqs.push_back(ReadRequest{files_[e.file].get(), e.file_offset, static_cast<size_t>(e.length), buffer + e.buffer_offset});
+  if (u.blocks.empty()) {
+    for (const Extent& e : u.extents)
+      reqs.push_back(ReadRequest{files_[e.file].get(), e.file_offset, static_cast<size_t>(e.length), buffer + e.buffer_offset});
+    return pool_->submit(std::move(reqs), p);
+  }
+  // A lossless unit: one request per block, decoded into the buffer on the I/O thread.
+  const Extent& e = u.extents[0];
+  const AlignedBuffer& held = held_buf_[static_cast<size_t>(u.pack_unit)];
+  for (size_t k = 0; k < u.blocks.size(); ++k) {
+    const StoredBlock& b = u.blocks[k];
+    ReadRequest r;
+    r.offset = e.file_offset + b.stored_offset;
+    if (held.size()) {
+      r.src = held.data() + b.stored_offset;
+      r.length = b.stored_bytes;
+    } else {
+      r.file = files_[e.file].get();
+      r.length = align_up(b.stored_bytes, kDirectAlign);
+    }
+    r.consume = [this, &u, k, buffer](std::span<const uint8_t> bytes) { return consume_block(u, k, bytes, buffer); };
+    reqs.push_back(std::move(r));
+  }
   return pool_->submit(std::move(reqs), p);
+}
+
+Status StreamingSource::consume_block(const UnitLayout& u, size_t k, std::span<const uint8_t> stored,
+                                      uint8_t* buffer) {
+  auto& checked = block_verified_[static_cast<size_t>(u.pack_unit)];
+  bool verify;
+  {
+    std::lock_guard<std::mutex> lock(block_mu_);
+    verify = !checked[k];
+  }
+  NJ_RETURN_IF_ERROR(decode_unit_block(u, k, stored, verify, files_[u.extents[0].file]->path(), buffer));
+  if (verify) {
+    std::lock_guard<std::mutex> lock(block_mu_);
+    checked[k] = true;
+  }
+  return Status();
+}
+
+void StreamingSource::count_unit_read_locked(int u) {
+  if (held_buf_[static_cast<size_t>(u)].size()) return;  // decoded from RAM: nothing read
+  const UnitLayout& ul = unit_layout(u);
+  (u == layout_.config().layers ? stats_.head_bytes_read : stats_.trunk_bytes_read) += unit_bytes_read(ul);
+  stats_.trunk_raw_bytes += ul.tensor_bytes;
 }
 
 Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const TensorIndex& index, const ModelLayout& layout,
@@ -55,9 +99,34 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const TensorIndex
     NJ_ASSIGN_OR_RETURN(auto file, s->options_.open_file(path));
     s->files_.push_back(std::move(file));
   }
-  s->pool_ = std::make_unique<ReadPool>(s->options_.io_threads, s->options_.chunk_bytes);
   const ModelConfig& c = layout.config();
   const int n = s->units();
+  // Lossless units: a staging buffer per I/O thread for the largest stored block, and the
+  // stored runs of the units the plan holds compressed (their blocks checked now).
+  size_t staging = 0;
+  s->block_verified_.resize(static_cast<size_t>(n));
+  s->held_buf_.resize(static_cast<size_t>(n));
+  for (int u = 0; u < n; ++u) {
+    const UnitLayout& ul = s->unit_layout(u);
+    for (const StoredBlock& b : ul.blocks) staging = std::max<size_t>(staging, align_up(b.stored_bytes, kDirectAlign));
+    s->block_verified_[static_cast<size_t>(u)].assign(ul.blocks.size(), false);
+    if (plan.held.empty() || !plan.held[static_cast<size_t>(u)] || ul.blocks.empty()) continue;
+    const Extent& e = ul.extents[0];
+    AlignedBuffer& held = s->held_buf_[static_cast<size_t>(u)];
+    held = AlignedBuffer(e.length);
+    NJ_RETURN_IF_ERROR(s->files_[e.file]->read_at(e.file_offset, held.data(), e.length));
+    for (size_t k = 0; k < ul.blocks.size(); ++k) {
+      const StoredBlock& b = ul.blocks[k];
+      NJ_RETURN_IF_ERROR(verify_unit_block(
+          ul, k, std::span<const uint8_t>(held.data() + b.stored_offset, b.stored_bytes), s->files_[e.file]->path()));
+      s->block_verified_[static_cast<size_t>(u)][k] = true;
+    }
+    // Read once, at open (as pinned units are).
+    (u == c.layers ? s->stats_.head_bytes_read : s->stats_.trunk_bytes_read) += stored_block_bytes(ul);
+    s->stats_.trunk_raw_bytes += ul.tensor_bytes;
+  }
+  NJ_ASSIGN_OR_RETURN(s->pool_,
+                      ReadPool::create(s->options_.io_threads, s->options_.chunk_bytes, staging));
 
   s->verified_.assign(static_cast<size_t>(n), false);
   // Pinned units: read them all now, in parallel.
@@ -77,12 +146,11 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const TensorIndex
     NJ_RETURN_IF_ERROR(s->verify_locked(u, bytes));
     if (u == c.layers) {
       s->pinned_head_ = std::make_shared<HeadWeights>(materialize_head(c, layout.head(), bytes));
-      s->stats_.head_bytes_read += layout.head().unit.tensor_bytes;
     } else {
       s->pinned_layer_[static_cast<size_t>(u)] =
           std::make_shared<LayerWeights>(materialize_layer(c, layout.layer(u), bytes));
-      s->stats_.trunk_bytes_read += layout.layer(u).unit.tensor_bytes;
     }
+    s->count_unit_read_locked(u);
   }
   s->ring_.resize(static_cast<size_t>(plan.ring_slots));
   for (auto& slot : s->ring_) slot.buf = AlignedBuffer(plan.ring_slot_bytes);
@@ -194,10 +262,10 @@ Result<int> StreamingSource::acquire_unit(int u) {
   }
   if (u == c.layers && !slot.head_view) {
     slot.head_view = std::make_shared<HeadWeights>(materialize_head(c, layout_.head(), slot.buf.data()));
-    stats_.head_bytes_read += layout_.head().unit.tensor_bytes;
+    count_unit_read_locked(u);
   } else if (u < c.layers && !slot.layer_view) {
     slot.layer_view = std::make_shared<LayerWeights>(materialize_layer(c, layout_.layer(u), slot.buf.data()));
-    stats_.trunk_bytes_read += layout_.layer(u).unit.tensor_bytes;
+    count_unit_read_locked(u);
   }
   return slot_index;
 }
@@ -275,7 +343,10 @@ WeightStats StreamingSource::stats() const {
   s.expert_misses = e.misses;
   s.layer_hits = e.layer_hits;
   s.layer_misses = e.layer_misses;
-  s.read_s = pool_->counters().busy_s;
+  const ReadPoolCounters pool = pool_->counters();
+  s.read_s = pool.busy_s;
+  s.decoded_bytes = pool.consumed_bytes;
+  s.decode_s = pool.consume_s;
   return s;
 }
 

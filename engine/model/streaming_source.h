@@ -7,6 +7,9 @@
 // of one-expert buffers read when the router announces them, of which each layer keeps up
 // to its planned number of idle experts. Reads go
 // through a ReadPool: O_DIRECT where the filesystem allows, chunked, urgent first.
+// Units of a lossless pack are read block by block and decoded into their ring slot on the
+// I/O threads; units the plan holds compressed keep their stored bytes in RAM and are
+// "read" from there the same way (no disk, decode only).
 #pragma once
 
 #include <functional>
@@ -30,7 +33,7 @@ using FileOpener = std::function<Result<std::unique_ptr<RandomAccessFile>>(const
 Result<std::unique_ptr<RandomAccessFile>> open_for_streaming(const std::string& path);
 
 struct StreamingOptions {
-  int io_threads = 8;               // reads in flight: NVMe needs several to reach its rate
+  int io_threads = kDefaultIoThreads;  // reads in flight: NVMe needs several to reach its rate
   size_t chunk_bytes = 4u << 20;    // one read; large enough for full-speed transfers
   FileOpener open_file = open_for_streaming;  // tests inject faults here
   std::shared_ptr<const ExpertCachePolicy> policy = std::make_shared<LruExpertPolicy>();
@@ -67,6 +70,10 @@ class StreamingSource final : public WeightSource {
   int units() const { return static_cast<int>(plan_.pinned.size()); }
   const UnitLayout& unit_layout(int u) const;
   std::shared_ptr<ReadTicket> read_unit_async(const UnitLayout& u, uint8_t* buffer, ReadPriority p);
+  // Checks (once per process) and decodes block k of a lossless trunk unit. I/O threads.
+  Status consume_block(const UnitLayout& u, size_t k, std::span<const uint8_t> stored, uint8_t* buffer);
+  // Counts a trunk unit's bytes as read (nothing for one held in RAM). REQUIRES: mu_ held.
+  void count_unit_read_locked(int u);
   // Acquires trunk unit u (waits for its bytes); returns the slot index, or -1 if pinned.
   Result<int> acquire_unit(int u);
   void release_unit(int slot);
@@ -91,6 +98,9 @@ class StreamingSource final : public WeightSource {
   std::vector<TrunkSlot> ring_;
   std::unique_ptr<ExpertCache> experts_;
   std::vector<bool> verified_;  // [units]: packed unit checked in this process
+  std::vector<AlignedBuffer> held_buf_;  // [units]: stored run of a unit held compressed
+  std::mutex block_mu_;
+  std::vector<std::vector<bool>> block_verified_;  // [units][block]: checked in this process
   AlignedBuffer embed_buf_;
   WeightStats stats_;
 };

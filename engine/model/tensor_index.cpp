@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 
@@ -192,7 +193,13 @@ Result<TensorIndex> TensorIndex::open_files(const std::vector<std::string>& path
       parse_shard(paths[i], static_cast<uint32_t>(i), &shards[i]);
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < n_threads; ++t) pool.emplace_back(worker);
+  for (int t = 1; t < n_threads; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+      break;  // the threads started (and this one) index every shard all the same
+    }
+  }
   worker();
   for (auto& th : pool) th.join();
 

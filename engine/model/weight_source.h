@@ -23,6 +23,11 @@ struct WeightStats {
   uint64_t expert_misses = 0;
   double io_wait_s = 0;  // time a caller spent blocked waiting for bytes
   double read_s = 0;     // time reads were in flight (wall, any overlap counted once)
+  // Lossless packs (pack.h): trunk_bytes_read and head_bytes_read count stored bytes; this
+  // is what they decoded to. Without one it equals their sum.
+  uint64_t trunk_raw_bytes = 0;
+  uint64_t decoded_bytes = 0;  // stored bytes decoded, from disk or from RAM (held units)
+  double decode_s = 0;         // thread time spent checking and decoding them, all I/O threads
   std::vector<uint64_t> layer_hits, layer_misses;  // per layer
 };
 

@@ -55,6 +55,7 @@ struct SamplerSnapshot {
 struct StateCheckpoint {
   SequenceState state;
   SamplerSnapshot sampler;
+  uint32_t numerics_version = 0;  // of the binary that wrote it (0: format 1, unrecorded)
 };
 
 // What one save wrote (for logs, tests and benchmarks).
@@ -133,23 +134,32 @@ class StateFileWriter {
 // fast before a model is opened, or to list checkpoints. Verifies the magic, the version
 // and the header checksum only (load_state_file verifies everything). Errors as below.
 struct StateFileInfo {
-  uint64_t fingerprint = 0;  // Model::fingerprint() of the model that wrote it
-  int64_t position = 0;      // tokens consumed
+  uint64_t fingerprint = 0;       // Model::fingerprint() of the model that wrote it
+  int64_t position = 0;           // tokens consumed
+  uint32_t numerics_version = 0;  // engine/model/numerics.h of the writer (0: unrecorded)
 };
 Result<StateFileInfo> read_state_file_info(Env& env, const std::string& path);
 
+// Which arithmetic a checkpoint may come from to be loaded.
+enum class StateNumerics {
+  kCurrent,  // only this binary's kNumericsVersion: the state is continued by this arithmetic
+  kAny,      // any: to inspect a checkpoint, or to test the format itself
+};
+
 // Reads the checkpoint at `path` and verifies it for `model`: every section and record
 // checksum, every length against the model's config (before allocating anything), the
-// model fingerprint, and the consistency of head and segment.
+// model fingerprint, the numerics version, and the consistency of head and segment.
 // Errors, each naming the file and the reason:
 //   NotFound            PATH does not exist
 //   Corruption          bad magic, truncation, checksum mismatch, inconsistent lengths,
 //                       a missing or foreign segment
-//   FailedPrecondition  another model's checkpoint (fingerprint), or an unsupported version
+//   FailedPrecondition  another model's checkpoint (fingerprint), an unsupported version,
+//                       or (kCurrent) one computed with other engine numerics
 //   IOError             the OS failed a read
-// Never returns a partially verified state.
+// Never returns a partially verified state. The ModelIdentity overload requires kCurrent.
 Result<StateCheckpoint> load_state_file(Env& env, const std::string& path, const ModelIdentity& model);
 Result<StateCheckpoint> load_state_file(Env& env, const std::string& path,
-                                        const ModelConfig& config, uint64_t fingerprint);
+                                        const ModelConfig& config, uint64_t fingerprint,
+                                        StateNumerics numerics = StateNumerics::kCurrent);
 
 }  // namespace nj

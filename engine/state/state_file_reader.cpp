@@ -1,4 +1,5 @@
-// load_state_file: reads and verifies a state checkpoint. The format, version 1:
+// load_state_file: reads and verifies a state checkpoint. The format, version 2 (version 1
+// differs only where marked, and is still read):
 //
 // A checkpoint at PATH is the head file PATH and the segment file DIR/<segment_name>
 // that the head names (DIR = PATH's directory). Integers are unsigned little-endian
@@ -6,13 +7,15 @@
 //
 //   head           := head_header section{section_count}              (nothing after)
 //   head_header    := "NJSTHEAD"               8 bytes, magic
-//                     version        u32       = 1
+//                     version        u32       = 2 (or 1)
 //                     header_bytes   u32       = 56
 //                     fingerprint    u64       Model::fingerprint() of the writing model
 //                     position       u64       P, tokens consumed
 //                     generation     u64       G, names the segment generation
 //                     section_count  u32       = 3 + number of KDA layers
-//                     reserved       u32       = 0
+//                     numerics       u32       kNumericsVersion of the writing binary
+//                                              (engine/model/numerics.h); version 1: a
+//                                              reserved 0, read as numerics 0 (unrecorded)
 //                     header_hash    u64       XXH3(the 48 bytes above)
 //   section        := tag u32, index u32, length u64, hash u64, payload[length]
 //                     hash = XXH3(tag index length ++ payload)
@@ -29,7 +32,7 @@
 //                     (only the first committed_bytes bytes count; ignored_tail is what an
 //                     interrupted append left behind, and is never read)
 //   segment_header := "NJSTSEGM"               8 bytes, magic
-//                     version u32 = 1, header_bytes u32 = 48,
+//                     version u32 = 1 (in both head versions), header_bytes u32 = 48,
 //                     fingerprint u64 (= the head's), generation u64 (= the head's G),
 //                     row_floats u32 (= kv_lora_rank + qk_rope_head_dim),
 //                     mla_layers u32 (= number of MLA layers),
@@ -46,14 +49,16 @@
 //   last record's hash (G when there are none), so the head commits the exact sequence of
 //   records, and committed_bytes = 48 + 32·record_count + P·(4 + 4·mla_layers·row_floats).
 //
-// Validation order: magic, version, header hash, fingerprint, then each length against the
-// model's config before anything is allocated or read, then each checksum.
+// Validation order: magic, version, header hash, fingerprint, numerics (unless the caller
+// accepts any), then each length against the model's config before anything is allocated
+// or read, then each checksum.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
 
+#include "engine/model/numerics.h"
 #include "engine/state/state_file.h"
 #include "engine/state/state_format.h"
 
@@ -205,9 +210,9 @@ Status read_segment(Env& env, const std::string& head_path, const StateShape& sh
   NJ_RETURN_IF_ERROR(r.read(0, {{hdr, sizeof hdr}}, nullptr, limit, "the segment header"));
   if (std::memcmp(hdr, kSegmentMagic, sizeof kSegmentMagic) != 0)
     return r.corrupt("not a Nightjar state segment (bad magic)");
-  if (get_u32(hdr + 8) != kVersion)
+  if (get_u32(hdr + 8) != kSegmentVersion)
     return r.corrupt("unsupported segment version " + std::to_string(get_u32(hdr + 8)) +
-                     " (this build reads " + std::to_string(kVersion) + ")");
+                     " (this build reads " + std::to_string(kSegmentVersion) + ")");
   if (get_u64(hdr + 40) != hash64(hdr, 40))
     return r.corrupt("checksum mismatch in the segment header");
   if (get_u32(hdr + 12) != kSegmentHeaderBytes)
@@ -280,6 +285,7 @@ Status read_segment(Env& env, const std::string& head_path, const StateShape& sh
 struct HeadHeader {
   uint64_t fingerprint = 0, position = 0, generation = 0;
   uint32_t section_count = 0;
+  uint32_t numerics = 0;  // 0 in format 1: not recorded
 };
 
 Result<HeadHeader> read_head_header(Reader& r, const std::string& path) {
@@ -293,15 +299,17 @@ Result<HeadHeader> read_head_header(Reader& r, const std::string& path) {
   if (first < sizeof hdr)
     return r.corrupt("truncated: the file is " + std::to_string(first) +
                      " bytes, shorter than its header");
-  if (get_u32(hdr + 8) != kVersion)
-    return failed_precondition("state checkpoint " + path + ": unsupported format version " +
-                               std::to_string(get_u32(hdr + 8)) + " (this build reads version " +
-                               std::to_string(kVersion) +
-                               "; a newer Nightjar wrote it, or the header is damaged)");
+  const uint32_t version = get_u32(hdr + 8);
+  if (version != kVersion && version != kPreviousVersion)
+    return failed_precondition(
+        "state checkpoint " + path + ": unsupported format version " + std::to_string(version) +
+        " (this build reads versions " + std::to_string(kPreviousVersion) + " and " +
+        std::to_string(kVersion) + "; a newer Nightjar wrote it, or the header is damaged)");
   if (get_u64(hdr + 48) != hash64(hdr, 48)) return r.corrupt("checksum mismatch in the header");
   if (get_u32(hdr + 12) != kHeadHeaderBytes)
     return r.corrupt("inconsistent lengths: header_bytes " + std::to_string(get_u32(hdr + 12)));
-  HeadHeader h{get_u64(hdr + 16), get_u64(hdr + 24), get_u64(hdr + 32), get_u32(hdr + 40)};
+  HeadHeader h{get_u64(hdr + 16), get_u64(hdr + 24), get_u64(hdr + 32), get_u32(hdr + 40),
+               version == kPreviousVersion ? 0u : get_u32(hdr + 44)};
   if (h.position > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     return r.corrupt("inconsistent lengths: position " + std::to_string(h.position));
   return h;
@@ -322,11 +330,12 @@ Result<Reader> open_head(Env& env, const std::string& path) {
 Result<StateFileInfo> read_state_file_info(Env& env, const std::string& path) {
   NJ_ASSIGN_OR_RETURN(Reader r, open_head(env, path));
   NJ_ASSIGN_OR_RETURN(HeadHeader h, read_head_header(r, path));
-  return StateFileInfo{h.fingerprint, static_cast<int64_t>(h.position)};
+  return StateFileInfo{h.fingerprint, static_cast<int64_t>(h.position), h.numerics};
 }
 
 Result<StateCheckpoint> load_state_file(Env& env, const std::string& path,
-                                        const ModelConfig& config, uint64_t fingerprint) {
+                                        const ModelConfig& config, uint64_t fingerprint,
+                                        StateNumerics numerics) {
   const StateShape shape = shape_of(config);
   NJ_ASSIGN_OR_RETURN(Reader r, open_head(env, path));
   NJ_ASSIGN_OR_RETURN(HeadHeader h, read_head_header(r, path));
@@ -335,6 +344,13 @@ Result<StateCheckpoint> load_state_file(Env& env, const std::string& path,
                                " was written for another model (fingerprint " +
                                hex64(h.fingerprint) + "; this model's is " + hex64(fingerprint) +
                                ")");
+  if (numerics == StateNumerics::kCurrent && h.numerics != kNumericsVersion)
+    return failed_precondition(
+        "state checkpoint " + path + " was computed " +
+        (h.numerics == 0 ? std::string("before numerics versions were recorded (format 1)")
+                         : "with engine numerics version " + std::to_string(h.numerics)) +
+        "; this binary computes with version " + std::to_string(kNumericsVersion) +
+        ", so continuing it would mix two arithmetics (start again from the prompt)");
   const uint64_t P = h.position, generation = h.generation;
   if (h.section_count != 3 + shape.kda_layers.size())
     return r.corrupt("inconsistent lengths: " + std::to_string(h.section_count) +
@@ -375,11 +391,12 @@ Result<StateCheckpoint> load_state_file(Env& env, const std::string& path,
     return r.corrupt("inconsistent lengths: " + std::to_string(r.size() - off) +
                      " bytes after the last section");
   NJ_RETURN_IF_ERROR(read_segment(env, path, shape, fingerprint, generation, ref, cp.state));
+  cp.numerics_version = h.numerics;
   return cp;
 }
 
 Result<StateCheckpoint> load_state_file(Env& env, const std::string& path, const ModelIdentity& model) {
-  return load_state_file(env, path, model.config, model.fingerprint);
+  return load_state_file(env, path, model.config, model.fingerprint, StateNumerics::kCurrent);
 }
 
 }  // namespace nj

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "engine/io/durable.h"
+#include "engine/model/numerics.h"
 #include "engine/state/state_format.h"
 
 namespace nj {
@@ -71,7 +72,7 @@ Record make_record(const StateShape& shape, const SequenceState& s, size_t first
 
 std::string segment_header(uint64_t fingerprint, uint64_t generation, const StateShape& shape) {
   std::string h(kSegmentMagic, sizeof kSegmentMagic);
-  put_u32(h, kVersion);
+  put_u32(h, kSegmentVersion);
   put_u32(h, static_cast<uint32_t>(kSegmentHeaderBytes));
   put_u64(h, fingerprint);
   put_u64(h, generation);
@@ -254,7 +255,7 @@ Status StateFileWriter::write_head(const StateShape& shape, uint64_t fingerprint
   put_u64(header, static_cast<uint64_t>(s.position));
   put_u64(header, ref.generation);
   put_u32(header, static_cast<uint32_t>(sections.size()));
-  put_u32(header, 0);
+  put_u32(header, kNumericsVersion);
   put_u64(header, hash64(header.data(), header.size()));
   NJ_CHECK(header.size() == kHeadHeaderBytes);
 

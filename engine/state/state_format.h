@@ -1,4 +1,4 @@
-// Constants and helpers of the state checkpoint format (version 1), shared by its writer
+// Constants and helpers of the state checkpoint format (version 2), shared by its writer
 // (state_file_writer.cpp) and reader (state_file_reader.cpp). The format itself is
 // documented as a grammar at the top of state_file_reader.cpp.
 //
@@ -22,7 +22,9 @@ namespace nj::state_format {
 static_assert(std::endian::native == std::endian::little,
               "the state format stores integers and floats little-endian, as the host does");
 
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;          // the head's format, as written
+inline constexpr uint32_t kPreviousVersion = 1;  // still read: no numerics version recorded
+inline constexpr uint32_t kSegmentVersion = 1;   // the segment's format (unchanged in 2)
 inline constexpr char kHeadMagic[8] = {'N', 'J', 'S', 'T', 'H', 'E', 'A', 'D'};
 inline constexpr char kSegmentMagic[8] = {'N', 'J', 'S', 'T', 'S', 'E', 'G', 'M'};
 inline constexpr size_t kHeadHeaderBytes = 56;

@@ -14,6 +14,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kFailedPrecondition: return "failed precondition";
     case StatusCode::kCancelled: return "cancelled";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kNonFinite: return "non-finite numbers";
   }
   return "unknown";
 }

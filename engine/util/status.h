@@ -26,6 +26,8 @@ enum class StatusCode {
   kFailedPrecondition,// the request is valid but the state does not allow it
   kCancelled,         // stopped on request (signal, deadline)
   kInternal,          // a bug surfaced as an error rather than a crash
+  kNonFinite,         // the arithmetic produced NaN or infinity (weights or config out of
+                      // range); deterministic, so retrying gives the same
 };
 
 const char* status_code_name(StatusCode code);
@@ -60,6 +62,7 @@ inline Status resource_exhausted(std::string m) { return {StatusCode::kResourceE
 inline Status failed_precondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
 inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status non_finite(std::string m) { return {StatusCode::kNonFinite, std::move(m)}; }
 
 // Holds either a value or a non-OK Status.
 template <typename T>

@@ -22,7 +22,7 @@ namespace store_internal {
 
 const char* const kJobColumns =
     "j.id, j.name, j.kind, j.model_dir, j.memory_bytes, j.max_attempts, j.priority, j.spec_path, "
-    "j.settings, j.created_at";
+    "j.settings, j.created_at, j.outputs_state, j.outputs_error, j.outputs_at";
 
 const char* const kItemColumns =
     "i.id, i.job_id, i.seq, i.custom_id, i.input_text, i.prompt_ids, i.params, i.state, "
@@ -30,7 +30,8 @@ const char* const kItemColumns =
     "i.claims, i.lease_owner, i.lease_expires, i.tokens_done, i.prefill_s, i.decode_s, "
     "i.last_error, "
     "i.started_at, i.finished_at, json_extract(i.params, '$.max_tokens'), "
-    "i.io_wait_s, i.compute_s, i.bytes_read, i.tokens_fed, i.decode_steps";
+    "i.io_wait_s, i.compute_s, i.bytes_read, i.tokens_fed, i.decode_steps, i.retry_at, "
+    "i.numerics_version, i.max_batch";
 
 JobRow read_job(const Stmt& s, int c) {
   JobRow j;
@@ -44,6 +45,9 @@ JobRow read_job(const Stmt& s, int c) {
   j.spec_path = s.text(c + 7);
   j.settings_json = s.text(c + 8);
   j.created_at = s.real(c + 9);
+  j.outputs_state = s.opt_text(c + 10);
+  j.outputs_error = s.opt_text(c + 11);
+  j.outputs_at = s.opt_real(c + 12);
   return j;
 }
 
@@ -74,6 +78,9 @@ ItemRow read_item(const Stmt& s, int c) {
   i.usage.bytes_read = static_cast<uint64_t>(s.int64(c + 21));
   i.usage.tokens_fed = s.int64(c + 22);
   i.usage.decode_steps = s.int64(c + 23);
+  i.retry_at = s.opt_real(c + 24);
+  if (auto v = s.opt_int64(c + 25)) i.numerics_version = static_cast<int>(*v);
+  i.usage.max_batch = s.int64(c + 26);
   return i;
 }
 
@@ -371,14 +378,15 @@ std::string summary_sql(const char* where) {
 JobSummary read_summary(const Stmt& s) {
   JobSummary out;
   out.job = read_job(s, 0);
-  out.queued = s.int64(11);
-  out.running = s.int64(12);
-  out.done = s.int64(13);
-  out.failed = s.int64(14);
-  out.cancelled = s.int64(15);
-  out.tokens_done = s.int64(16);
-  out.tokens_planned = s.int64(17);
-  out.active_s = s.real(18);
+  const int c = kJobColumnCount + 1;  // after count(i.id)
+  out.queued = s.int64(c + 0);
+  out.running = s.int64(c + 1);
+  out.done = s.int64(c + 2);
+  out.failed = s.int64(c + 3);
+  out.cancelled = s.int64(c + 4);
+  out.tokens_done = s.int64(c + 5);
+  out.tokens_planned = s.int64(c + 6);
+  out.active_s = s.real(c + 7);
   return out;
 }
 
@@ -535,15 +543,40 @@ Result<int64_t> JobStore::retry_job(int64_t job_id) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   const double now = clock_();
   NJ_ASSIGN_OR_RETURN(
-      Stmt s,
-      db_->prepare("UPDATE items SET state = 'queued', attempts = 0, last_error = NULL, "
-                   "finished_at = NULL WHERE job_id = ? AND state IN ('failed', 'cancelled')"));
+      Stmt s, db_->prepare("UPDATE items SET state = 'queued', attempts = 0, last_error = NULL, "
+                           "finished_at = NULL, retry_at = NULL "
+                           "WHERE job_id = ? AND state IN ('failed', 'cancelled')"));
   NJ_RETURN_IF_ERROR(s.bind(1, job_id).run());
   const int64_t n = db_->changes();
   NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, std::nullopt, "retried",
                                   nlohmann::json{{"items", n}}.dump()));
   NJ_RETURN_IF_ERROR(txn->commit());
   return n;
+}
+
+Status JobStore::record_outputs(int64_t job_id, const std::vector<std::string>& written,
+                                const std::optional<std::string>& error) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
+  const double now = clock_();
+  NJ_ASSIGN_OR_RETURN(Stmt u, db_->prepare("UPDATE jobs SET outputs_state = ?, outputs_error = ?, "
+                                           "outputs_at = ? WHERE id = ?"));
+  u.bind(1, error ? "failed" : "written").bind(2, error).bind(3, now);
+  NJ_RETURN_IF_ERROR(u.bind(4, job_id).run());
+  const nlohmann::json detail =
+      error ? nlohmann::json{{"error", *error}} : nlohmann::json{{"paths", written}};
+  NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, std::nullopt,
+                                  error ? "outputs_failed" : "outputs_written", detail.dump()));
+  return txn->commit();
+}
+
+Result<std::optional<double>> JobStore::next_retry_at() {
+  NJ_ASSIGN_OR_RETURN(
+      Stmt s,
+      db_->prepare("SELECT min(retry_at) FROM items WHERE state = 'queued' AND retry_at > ?"));
+  s.bind(1, clock_());
+  NJ_ASSIGN_OR_RETURN(bool row, s.step());
+  if (!row) return std::optional<double>();
+  return s.opt_real(0);
 }
 
 Status JobStore::add_event(std::optional<int64_t> job_id, std::optional<int64_t> item_id,

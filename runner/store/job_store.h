@@ -5,11 +5,12 @@
 //
 //   schema_version(version)                         one row: the last applied migration
 //   jobs(id, name, kind, model_dir, memory_bytes, max_attempts, priority, spec_path,
-//        settings, created_at, shard, submission)
+//        settings, created_at, shard, submission, outputs_state, outputs_error, outputs_at)
 //   items(id, job_id, seq, custom_id, input_text, prompt_ids, params, state, attempts,
 //         claims, lease_owner, lease_expires, tokens_done, prefill_s, decode_s,
 //         last_error, started_at, finished_at,
-//         io_wait_s, compute_s, bytes_read, tokens_fed, decode_steps)   UNIQUE(job_id, custom_id)
+//         io_wait_s, compute_s, bytes_read, tokens_fed, decode_steps,
+//         retry_at, numerics_version)                          UNIQUE(job_id, custom_id)
 //   tokens(item_id, pos, token_id, logprobs)        the append-only output log
 //   checkpoints(id, item_id, position, tokens_done, path, bytes, created_at)
 //   results(item_id, finish_reason, prompt_tokens, output_tokens, output_ids,
@@ -19,6 +20,7 @@
 // Item states:  queued --claim--> running --finish--> done
 //                                 running --release (graceful stop)--> queued
 //                                 running --fail_attempt / stale lease--> queued | failed
+//                                 running --release_lease (run failed)--> queued
 //               queued|running --cancel--> cancelled;  failed|cancelled --retry--> queued
 //
 // Durability: WAL; transitions, checkpoint rows and results commit with synchronous=FULL;
@@ -30,10 +32,12 @@
 // second JobStore for another thread). Many processes may open the same file.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -84,6 +88,11 @@ struct JobRow {
   std::string spec_path;
   std::string settings_json;
   double created_at = 0;
+  // The declared outputs (005_output_state.sql): "written", "failed", or nullopt (none
+  // declared, or not written yet); the last failure's message; when.
+  std::optional<std::string> outputs_state;
+  std::optional<std::string> outputs_error;
+  std::optional<double> outputs_at;
 };
 
 // What the engine did for an item (002_engine_usage.sql): accumulated over all attempts in
@@ -94,12 +103,14 @@ struct EngineUsage {
   uint64_t bytes_read = 0;   // weight bytes read from disk
   int64_t tokens_fed = 0;    // tokens consumed (prompt, replays, decode inputs)
   int64_t decode_steps = 0;  // single-token passes after the prompt
+  int64_t max_batch = 0;     // the most sequences that shared a pass with it (008_max_batch.sql)
   EngineUsage& operator+=(const EngineUsage& o) {
     io_wait_s += o.io_wait_s;
     compute_s += o.compute_s;
     bytes_read += o.bytes_read;
     tokens_fed += o.tokens_fed;
     decode_steps += o.decode_steps;
+    max_batch = std::max(max_batch, o.max_batch);
     return *this;
   }
 };
@@ -125,6 +136,8 @@ struct ItemRow {
   std::optional<std::string> last_error;
   std::optional<double> started_at;
   std::optional<double> finished_at;
+  std::optional<double> retry_at;       // queued: not claimed before (006_retry_at.sql)
+  std::optional<int> numerics_version;  // of its stored output (007_numerics_version.sql)
 };
 
 struct JobSummary {
@@ -168,6 +181,20 @@ struct EventRow {
 };
 
 // What `run` receives with a claimed item: everything it needs to resume.
+// What a run that already holds items may claim next.
+struct ClaimFilter {
+  std::set<int64_t> held;  // items this process holds now (their leases are not stale)
+  // Only items whose job runs this model directory with this budget (0: resident), so that
+  // they can share the passes of the items held.
+  struct Model {
+    std::string dir;
+    uint64_t memory_bytes = 0;
+    int64_t max_context = 0;  // the positions its plan holds: jobs recorded as needing more wait
+    std::string kind;         // the states a sequence keeps differ by kind (classify: 2)
+  };
+  std::optional<Model> model;
+};
+
 struct Claim {
   JobRow job;
   ItemRow item;
@@ -199,6 +226,7 @@ struct NewResult {
   int64_t prompt_tokens = 0;
   std::optional<std::string> output_text;
   std::optional<std::string> details_json;  // kind-specific fields (classification), JSON
+  std::optional<int> numerics_version;      // recorded with the item when given
 };
 
 struct StoreOptions {
@@ -272,20 +300,34 @@ class JobStore {
   Status add_event(std::optional<int64_t> job_id, std::optional<int64_t> item_id,
                    const std::string& kind, const std::string& detail_json);
 
+  // Records how writing the job's declared outputs went: `written` (the paths), or `error`
+  // (the job then shows outputs_state "failed" until a later write succeeds). With an
+  // outputs_written / outputs_failed event, in one transaction.
+  Status record_outputs(int64_t job_id, const std::vector<std::string>& written,
+                        const std::optional<std::string>& error);
+
+  // The earliest time a queued item waits for (retry_at in the future), if any.
+  Result<std::optional<double>> next_retry_at();
+
   // ---- the work queue (queue.cpp) -----------------------------------------------------
   // Every call below that names an item writes only while `owner` holds its lease and the
   // item is running; it returns false (writing nothing) when the lease is gone (the item was
   // cancelled or its lease reclaimed).
 
   // In one BEGIN IMMEDIATE transaction: reclaims stale leases (expired, or whose owner
-  // `alive` says is dead) with attempts + 1, failing items that reach max_attempts; then
-  // takes the next queued item (job priority, then job id, then spec order) with a lease of
-  // `lease_s` seconds. nullopt when nothing is queued.
+  // `alive` says is dead, or held in `owner`'s name but not in `filter.held`) with
+  // attempts + 1, failing items that reach max_attempts; then takes the next queued item
+  // whose retry_at has passed (job priority, then job id, then spec order) and whose job
+  // runs `filter.model` when given, with a lease of `lease_s` seconds. nullopt when nothing
+  // (matching) is claimable.
   Result<std::optional<Claim>> claim_next(const std::string& owner, double lease_s,
-                                          const OwnerAliveFn& alive);
+                                          const OwnerAliveFn& alive,
+                                          const ClaimFilter& filter = {});
 
-  // Extends the lease to now + lease_s.
-  Result<bool> heartbeat(int64_t item_id, const std::string& owner, double lease_s);
+  // Extends the leases of `items` to now + lease_s, in one transaction. Returns the items
+  // whose lease is no longer ours (cancelled, reclaimed, finished).
+  Result<std::vector<int64_t>> heartbeat(const std::vector<int64_t>& items,
+                                         const std::string& owner, double lease_s);
 
   // Stores output tokens (grouped commit, synchronous=NORMAL).
   Result<bool> append_tokens(int64_t item_id, const std::string& owner, const Progress& progress);
@@ -309,9 +351,28 @@ class JobStore {
                             const std::string& detail_json);
 
   // A failed attempt: stores pending tokens, attempts + 1, last_error = error; the item goes
-  // back to the queue, or fails when attempts reach max_attempts. Returns the new state.
+  // back to the queue, or fails when attempts reach max_attempts or the error is `final`
+  // (deterministic: another attempt would repeat it). Back in the queue, it is not claimed
+  // for `retry_after_s` seconds when given (backoff). Returns the new state.
   Result<std::optional<ItemState>> fail_attempt(int64_t item_id, const std::string& owner,
-                                                const Progress& progress, const std::string& error);
+                                                const Progress& progress, const std::string& error,
+                                                bool final = false,
+                                                std::optional<double> retry_after_s = {});
+
+  // The run is ending on a failure of its own (a full disk, a store error), not the item's:
+  // the item goes back to the queue with its attempts unchanged and a `released` event
+  // naming `reason`. Pending (uncommitted) tokens are not stored; they are regenerated.
+  Result<bool> release_lease(int64_t item_id, const std::string& owner, const std::string& reason);
+
+  // Records that the item's stored output (and what is stored from now on) is the
+  // arithmetic of engine numerics version `version`.
+  Result<bool> set_numerics_version(int64_t item_id, const std::string& owner, int version);
+
+  // The item's stored output came from other arithmetic and this binary does not reproduce
+  // it: deletes its tokens and checkpoint rows (tokens_done = 0), records `version`, and adds
+  // a `numerics_restart` event with `detail_json`, in one transaction.
+  Result<bool> restart_output(int64_t item_id, const std::string& owner, int version,
+                              const std::string& detail_json);
 
  private:
   JobStore(std::unique_ptr<sql::Db> db, StoreOptions options);

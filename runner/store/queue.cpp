@@ -28,12 +28,14 @@ struct RunningItem {
 }  // namespace
 
 Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, double lease_s,
-                                                  const OwnerAliveFn& alive) {
+                                                  const OwnerAliveFn& alive,
+                                                  const ClaimFilter& filter) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   const double now = clock_();
 
   // 1. Reclaim stale leases: expired, or held by a process that no longer exists. A lease in
-  // our own name is stale too: this process works on one item at a time and is claiming now.
+  // our own name is stale too unless this process says it holds the item now (an earlier,
+  // unfinished attempt of this process: a run that ended on a store error, say).
   std::vector<RunningItem> running;
   {
     NJ_ASSIGN_OR_RETURN(
@@ -49,6 +51,7 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
   }
   for (const RunningItem& r : running) {
     std::string why;
+    if (r.owner == owner && filter.held.count(r.id)) continue;
     if (r.owner == owner)
       why = "this process (" + owner + ") held the lease from an earlier, unfinished attempt";
     else if (!alive(r.owner))
@@ -77,8 +80,20 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
   // 2. The next queued item: job priority, then FIFO by job, then spec order.
   NJ_ASSIGN_OR_RETURN(
       Stmt pick,
-      db_->prepare("SELECT i.id FROM items i JOIN jobs j ON j.id = i.job_id "
-                   "WHERE i.state = 'queued' ORDER BY j.priority DESC, j.id, i.seq LIMIT 1"));
+      db_->prepare(
+          std::string("SELECT i.id FROM items i JOIN jobs j ON j.id = i.job_id WHERE i.state = 'queued' "
+                      "AND (i.retry_at IS NULL OR i.retry_at <= ?) ") +
+          (filter.model ? "AND j.model_dir = ? AND coalesce(j.memory_bytes, 0) = ? "
+                          "AND coalesce(json_extract(j.settings, '$.max_context'), 0) <= ? "
+                          "AND j.kind = ? "
+                        : "") +
+          "ORDER BY j.priority DESC, j.id, i.seq LIMIT 1"));
+  pick.bind(1, now);
+  if (filter.model)
+    pick.bind(2, filter.model->dir)
+        .bind(3, static_cast<int64_t>(filter.model->memory_bytes))
+        .bind(4, filter.model->max_context)
+        .bind(5, filter.model->kind);
   NJ_ASSIGN_OR_RETURN(bool found, pick.step());
   if (!found) {
     NJ_RETURN_IF_ERROR(txn->commit());
@@ -90,7 +105,8 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
   NJ_ASSIGN_OR_RETURN(
       Stmt take,
       db_->prepare("UPDATE items SET state = 'running', lease_owner = ?, lease_expires = ?, "
-                   "claims = claims + 1, started_at = coalesce(started_at, ?) WHERE id = ?"));
+                   "claims = claims + 1, started_at = coalesce(started_at, ?), retry_at = NULL "
+                   "WHERE id = ?"));
   NJ_RETURN_IF_ERROR(
       take.bind(1, owner).bind(2, now + lease_s).bind(3, now).bind(4, item_id).run());
 
@@ -103,7 +119,7 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
     NJ_ASSIGN_OR_RETURN(bool row, s.step());
     if (!row) return internal_error("claimed item " + std::to_string(item_id) + " vanished");
     claim.job = read_job(s, 0);
-    claim.item = read_item(s, 10);
+    claim.item = read_item(s, kJobColumnCount);
   }
   NJ_ASSIGN_OR_RETURN(claim.tokens, read_tokens(*db_, item_id));
   if (static_cast<int64_t>(claim.tokens.size()) != claim.item.tokens_done)
@@ -123,13 +139,20 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
   return std::optional<Claim>(std::move(claim));
 }
 
-Result<bool> JobStore::heartbeat(int64_t item_id, const std::string& owner, double lease_s) {
-  NJ_RETURN_IF_ERROR(db_->set_sync(Sync::kNormal));
-  NJ_ASSIGN_OR_RETURN(
-      Stmt s, db_->prepare("UPDATE items SET lease_expires = ? WHERE id = ? AND lease_owner = ? "
-                           "AND state = 'running'"));
-  NJ_RETURN_IF_ERROR(s.bind(1, clock_() + lease_s).bind(2, item_id).bind(3, owner).run());
-  return db_->changes() == 1;
+Result<std::vector<int64_t>> JobStore::heartbeat(const std::vector<int64_t>& items,
+                                                 const std::string& owner, double lease_s) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kNormal));
+  const double until = clock_() + lease_s;
+  std::vector<int64_t> gone;
+  for (int64_t item_id : items) {
+    NJ_ASSIGN_OR_RETURN(
+        Stmt s, db_->prepare("UPDATE items SET lease_expires = ? WHERE id = ? AND lease_owner = ? "
+                             "AND state = 'running'"));
+    NJ_RETURN_IF_ERROR(s.bind(1, until).bind(2, item_id).bind(3, owner).run());
+    if (db_->changes() != 1) gone.push_back(item_id);
+  }
+  NJ_RETURN_IF_ERROR(txn->commit());
+  return gone;
 }
 
 // Inside a transaction: checks the lease, extends it, and stores the progress. False when
@@ -146,14 +169,14 @@ Result<bool> JobStore::write_progress(int64_t item_id, const std::string& owner,
                            "prefill_s = prefill_s + ?, decode_s = decode_s + ?, "
                            "io_wait_s = io_wait_s + ?, compute_s = compute_s + ?, "
                            "bytes_read = bytes_read + ?, tokens_fed = tokens_fed + ?, "
-                           "decode_steps = decode_steps + ? "
+                           "decode_steps = decode_steps + ?, max_batch = max(max_batch, ?) "
                            "WHERE id = ? AND lease_owner = ? AND state = 'running' "
                            "AND tokens_done = ?"));
   u.bind(1, clock_() + lease_s).bind(2, n).bind(3, p.prefill_s).bind(4, p.decode_s);
   u.bind(5, p.usage.io_wait_s).bind(6, p.usage.compute_s);
   u.bind(7, static_cast<int64_t>(p.usage.bytes_read)).bind(8, p.usage.tokens_fed);
-  u.bind(9, p.usage.decode_steps);
-  NJ_RETURN_IF_ERROR(u.bind(10, item_id).bind(11, owner).bind(12, p.first_pos).run());
+  u.bind(9, p.usage.decode_steps).bind(10, p.usage.max_batch);
+  NJ_RETURN_IF_ERROR(u.bind(11, item_id).bind(12, owner).bind(13, p.first_pos).run());
   if (db_->changes() != 1) {
     NJ_ASSIGN_OR_RETURN(
         Stmt q, db_->prepare("SELECT state, coalesce(lease_owner, ''), tokens_done FROM items "
@@ -254,8 +277,10 @@ Result<bool> JobStore::finish_item(int64_t item_id, const std::string& owner,
 
   NJ_ASSIGN_OR_RETURN(Stmt done,
                       db_->prepare("UPDATE items SET state = 'done', lease_owner = NULL, "
-                                   "lease_expires = NULL, finished_at = ? WHERE id = ?"));
-  NJ_RETURN_IF_ERROR(done.bind(1, now).bind(2, item_id).run());
+                                   "lease_expires = NULL, finished_at = ?, "
+                                   "numerics_version = coalesce(?, numerics_version) "
+                                   "WHERE id = ?"));
+  NJ_RETURN_IF_ERROR(done.bind(1, now).bind(2, result.numerics_version).bind(3, item_id).run());
 
   NJ_ASSIGN_OR_RETURN(Stmt del, db_->prepare("DELETE FROM checkpoints WHERE item_id = ?"));
   NJ_RETURN_IF_ERROR(del.bind(1, item_id).run());
@@ -284,7 +309,8 @@ Result<bool> JobStore::release_item(int64_t item_id, const std::string& owner,
 
 Result<std::optional<ItemState>> JobStore::fail_attempt(int64_t item_id, const std::string& owner,
                                                         const Progress& progress,
-                                                        const std::string& error) {
+                                                        const std::string& error, bool final,
+                                                        std::optional<double> retry_after_s) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   NJ_ASSIGN_OR_RETURN(bool owned, write_progress(item_id, owner, progress, lease_s_));
   if (!owned) return std::optional<ItemState>();
@@ -296,24 +322,78 @@ Result<std::optional<ItemState>> JobStore::fail_attempt(int64_t item_id, const s
   NJ_ASSIGN_OR_RETURN(bool row, q.step());
   if (!row) return internal_error("item " + std::to_string(item_id) + " vanished");
   const int attempts = static_cast<int>(q.int64(0)) + 1;
-  const bool fail = attempts >= q.int64(1);
+  const bool fail = final || attempts >= q.int64(1);
   const int64_t job_id = q.int64(2);
   q.reset();
-  NJ_ASSIGN_OR_RETURN(
-      Stmt u,
-      db_->prepare("UPDATE items SET state = ?, attempts = ?, last_error = ?, "
-                   "lease_owner = NULL, lease_expires = NULL, finished_at = ? WHERE id = ?"));
+  std::optional<double> retry_at;
+  if (!fail && retry_after_s) retry_at = now + *retry_after_s;
+  NJ_ASSIGN_OR_RETURN(Stmt u,
+                      db_->prepare("UPDATE items SET state = ?, attempts = ?, last_error = ?, "
+                                   "lease_owner = NULL, lease_expires = NULL, "
+                                   "finished_at = ?, retry_at = ? WHERE id = ?"));
   u.bind(1, fail ? "failed" : "queued").bind(2, attempts).bind(3, error);
   if (fail)
     u.bind(4, now);
   else
     u.bind_null(4);
-  NJ_RETURN_IF_ERROR(u.bind(5, item_id).run());
-  NJ_RETURN_IF_ERROR(insert_event(
-      *db_, now, job_id, item_id, fail ? "failed" : "attempt_failed",
-      nlohmann::json{{"owner", owner}, {"attempts", attempts}, {"error", error}}.dump()));
+  NJ_RETURN_IF_ERROR(u.bind(5, retry_at).bind(6, item_id).run());
+  nlohmann::json detail = {{"owner", owner}, {"attempts", attempts}, {"error", error}};
+  if (retry_at) detail["retry_at"] = *retry_at;
+  if (final) detail["final"] = true;
+  NJ_RETURN_IF_ERROR(
+      insert_event(*db_, now, job_id, item_id, fail ? "failed" : "attempt_failed", detail.dump()));
   NJ_RETURN_IF_ERROR(txn->commit());
   return std::optional<ItemState>(fail ? ItemState::kFailed : ItemState::kQueued);
+}
+
+Result<bool> JobStore::release_lease(int64_t item_id, const std::string& owner,
+                                     const std::string& reason) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
+  NJ_ASSIGN_OR_RETURN(Stmt u, db_->prepare("UPDATE items SET state = 'queued', lease_owner = NULL, "
+                                           "lease_expires = NULL WHERE id = ? AND lease_owner = ? "
+                                           "AND state = 'running' RETURNING job_id"));
+  u.bind(1, item_id).bind(2, owner);
+  NJ_ASSIGN_OR_RETURN(bool row, u.step());
+  if (!row) return false;
+  const int64_t job_id = u.int64(0);
+  u.reset();
+  NJ_RETURN_IF_ERROR(insert_event(*db_, clock_(), job_id, item_id, "released",
+                                  nlohmann::json{{"reason", reason}, {"owner", owner}}.dump()));
+  NJ_RETURN_IF_ERROR(txn->commit());
+  return true;
+}
+
+Result<bool> JobStore::set_numerics_version(int64_t item_id, const std::string& owner,
+                                            int version) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
+  NJ_ASSIGN_OR_RETURN(Stmt u, db_->prepare("UPDATE items SET numerics_version = ? WHERE id = ? "
+                                           "AND lease_owner = ? AND state = 'running'"));
+  NJ_RETURN_IF_ERROR(u.bind(1, version).bind(2, item_id).bind(3, owner).run());
+  if (db_->changes() != 1) return false;
+  NJ_RETURN_IF_ERROR(txn->commit());
+  return true;
+}
+
+Result<bool> JobStore::restart_output(int64_t item_id, const std::string& owner, int version,
+                                      const std::string& detail_json) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
+  NJ_ASSIGN_OR_RETURN(Stmt u, db_->prepare("UPDATE items SET tokens_done = 0, numerics_version = ? "
+                                           "WHERE id = ? AND lease_owner = ? AND state = 'running' "
+                                           "RETURNING job_id"));
+  u.bind(1, version).bind(2, item_id).bind(3, owner);
+  NJ_ASSIGN_OR_RETURN(bool row, u.step());
+  if (!row) return false;
+  const int64_t job_id = u.int64(0);
+  u.reset();
+  for (const char* sql :
+       {"DELETE FROM tokens WHERE item_id = ?", "DELETE FROM checkpoints WHERE item_id = ?"}) {
+    NJ_ASSIGN_OR_RETURN(Stmt d, db_->prepare(sql));
+    NJ_RETURN_IF_ERROR(d.bind(1, item_id).run());
+  }
+  NJ_RETURN_IF_ERROR(
+      insert_event(*db_, clock_(), job_id, item_id, "numerics_restart", detail_json));
+  NJ_RETURN_IF_ERROR(txn->commit());
+  return true;
 }
 
 }  // namespace nj::runner

@@ -12,8 +12,9 @@ namespace nj::runner::store_internal {
 
 // SELECT lists (table aliases j = jobs, i = items) and their readers; `col` is the index of
 // the list's first column in the statement.
-extern const char* const kJobColumns;   // 10 columns
-extern const char* const kItemColumns;  // 19 columns
+extern const char* const kJobColumns;  // kJobColumnCount columns
+inline constexpr int kJobColumnCount = 13;
+extern const char* const kItemColumns;  // 27 columns
 JobRow read_job(const sql::Stmt& s, int col);
 ItemRow read_item(const sql::Stmt& s, int col);
 

@@ -2,7 +2,9 @@
 // before each run, measures the device, and prints the table). Prints one JSON object:
 //   stream_bench --model DIR --memory SIZE|min|all [--tokens N] [--prompt N] [--bandwidth GBps]
 //                [--routing-profile F] [--save-routing-profile F]
+//                [--pack DIR | --no-pack] [--pin-compressed auto|yes|no] [--decode-gbps X]
 //   stream_bench --model DIR --seq-probe     sequential O_DIRECT read of every model file
+//   stream_bench --seq-probe-file F          the same, of one file (a pack)
 #include <omp.h>
 
 #include <cstdio>
@@ -28,8 +30,9 @@ using namespace nj;
 int main(int argc, char** argv) {
   reexec_with_passive_omp_wait(argv);
   omp_set_num_threads(calibrate_compute_threads());  // as the nightjar program does
-  std::string dir, memory = "all", profile_in, profile_out;
-  bool seq_probe = false;
+  std::string dir, memory = "all", profile_in, profile_out, pack_dir, pin = "auto", probe_file;
+  bool seq_probe = false, no_pack = false;
+  double decode_gbps = 0;
   int chunk_kib = 0, io_threads = 0, ring_slots = 2, min_experts = 2;
   int tokens = 12, prompt_len = 4;
   double bandwidth = 2.6;
@@ -37,6 +40,10 @@ int main(int argc, char** argv) {
     const std::string flag = argv[i];
     if (flag == "--seq-probe") {
       seq_probe = true;
+      continue;
+    }
+    if (flag == "--no-pack") {
+      no_pack = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -66,12 +73,39 @@ int main(int argc, char** argv) {
       ring_slots = std::atoi(v);
     else if (flag == "--min-experts")
       min_experts = std::atoi(v);
+    else if (flag == "--pack")
+      pack_dir = v;
+    else if (flag == "--pin-compressed")
+      pin = v;
+    else if (flag == "--decode-gbps")
+      decode_gbps = std::atof(v);
+    else if (flag == "--seq-probe-file")
+      probe_file = v;
     else {
       std::fprintf(stderr, "stream_bench: unknown flag %s\n", flag.c_str());
       return 2;
     }
   }
+  if (!probe_file.empty()) {  // the device as a pack file sees it: O_DIRECT, cold
+    auto f = open_random_access(probe_file, IoMode::kBuffered);
+    if (!f.ok()) return 1;
+    const uint64_t size = (*f)->size();
+    auto g = measure_file_read_gbps(probe_file, /*direct=*/true, /*drop_cache=*/true, size);
+    if (!g.ok()) {
+      std::fprintf(stderr, "%s\n", g.status().to_string().c_str());
+      return 1;
+    }
+    std::printf("{\"seq_direct_gbps\": %.4f, \"bytes\": %llu}\n", *g,
+                static_cast<unsigned long long>(size));
+    return 0;
+  }
   ModelOptions o;
+  o.use_pack = !no_pack;
+  o.pack_dir = pack_dir;
+  o.plan.pin_compressed = pin == "yes"  ? PinCompressed::kAlways
+                          : pin == "no" ? PinCompressed::kNever
+                                        : PinCompressed::kAuto;
+  if (decode_gbps > 0) o.plan.decode_gbps = decode_gbps;
   if (chunk_kib > 0) o.streaming.chunk_bytes = static_cast<size_t>(chunk_kib) << 10;
   if (io_threads > 0) o.streaming.io_threads = io_threads;
   o.plan.prefill_chunk = prompt_len;
@@ -120,9 +154,13 @@ int main(int argc, char** argv) {
     o.plan.routing = &routing;
   }
   if (memory == "min") {
-    auto layout = ModelLayout::build(*config, *index);
-    auto plan = plan_residency(*layout, 0, o.plan);
-    if (!layout.ok() || !plan.ok()) return 1;
+    std::string warning;
+    auto headers = open_model_headers(dir, o.use_pack, &warning, pack_dir);
+    if (!headers.ok()) return 1;
+    PlanOptions po = o.plan;
+    po.io_threads = o.streaming.io_threads;
+    auto plan = plan_residency(*headers->layout, 0, po);
+    if (!plan.ok()) return 1;
     o.memory_bytes = plan->min_memory_bytes;
   }
   const double t_open = bench::now_s();
@@ -140,9 +178,10 @@ int main(int argc, char** argv) {
   std::vector<int32_t> prompt;
   for (int i = 0; i < prompt_len; ++i) prompt.push_back((i * 7919 + 13) % vocab);
   if (!s.feed(prompt).ok()) return 1;
-  std::vector<double> step_s, step_bytes;
+  std::vector<double> step_s, step_bytes, step_trunk;
   uint64_t bytes0 = weight_bytes_read((*model)->weights().stats());
   const WeightStats w0 = (*model)->weights().stats();
+  uint64_t trunk0 = w0.trunk_bytes_read + w0.head_bytes_read;
   const double wait0 = s.stats().wait_s;
   for (int i = 0; i < tokens; ++i) {
     const int32_t next[1] = {argmax(s.last_logits())};
@@ -156,6 +195,10 @@ int main(int argc, char** argv) {
     const uint64_t b = weight_bytes_read((*model)->weights().stats());
     step_bytes.push_back(static_cast<double>(b - bytes0));
     bytes0 = b;
+    const WeightStats w = (*model)->weights().stats();
+    const uint64_t trunk = w.trunk_bytes_read + w.head_bytes_read;
+    step_trunk.push_back(static_cast<double>(trunk - trunk0));
+    trunk0 = trunk;
   }
   const WeightStats w1 = (*model)->weights().stats();
   const ResidencyPlan& plan = (*model)->plan();
@@ -176,6 +219,21 @@ int main(int argc, char** argv) {
   j["bytes_per_token"] = decode_bytes / tokens;
   j["median_bytes_per_token"] = bench::median(step_bytes);
   j["predicted_bytes_per_token"] = plan.predicted_bytes_per_token();
+  // The trunk (layers and head) alone, and lossless decoding (issue 15).
+  double trunk_sum = 0;
+  for (double t : step_trunk) trunk_sum += t;
+  j["trunk_bytes_per_token"] = trunk_sum / tokens;
+  j["median_trunk_bytes_per_token"] = bench::median(step_trunk);
+  j["predicted_trunk_bytes_per_token"] = plan.predicted_trunk_bytes_per_token;
+  j["trunk_raw_bytes_per_token"] =
+      static_cast<double>(w1.trunk_raw_bytes - w0.trunk_raw_bytes) / tokens;
+  j["decoded_bytes_per_token"] = static_cast<double>(w1.decoded_bytes - w0.decoded_bytes) / tokens;
+  j["decode_s_per_token"] = (w1.decode_s - w0.decode_s) / tokens;
+  j["io_wait_s_per_token"] = (s.stats().wait_s - wait0) / tokens;
+  j["uses_pack"] = (*model)->uses_pack();
+  j["held_bytes"] = plan.held_bytes;
+  j["pinned_bytes"] = plan.pinned_bytes;
+  j["staging_bytes"] = plan.staging_bytes;
   j["read_busy_s"] = w1.read_s - w0.read_s;
   j["io_wait_s"] = s.stats().wait_s - wait0;
   j["hit_rate"] =

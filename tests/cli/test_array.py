@@ -7,6 +7,7 @@ single-machine run; incomplete arrays name what is missing; formats), `report DI
 the same script under a real Slurm."""
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -116,7 +117,7 @@ class Array(unittest.TestCase):
                      f"#SBATCH --output={out}/logs/task-%a.out", "#SBATCH --qos=low", "#SBATCH --mail-type=END",
                      f"nightjar={os.path.realpath(ARGS.bin)}", "tasks=4",
                      '"$nightjar" submit "$spec" --shard "$task/$tasks" --home "$home"',
-                     '"$nightjar" run --drain --exclusive --home "$home" "${run_args[@]}"',
+                     '"$nightjar" run --drain --exclusive --home "$home" "${run_args[@]}" || rc=$?',
                      "run_args+=(--threads 2)"):
             self.assertIn(line, script)
         self.assertIn("+ 28500 ))", script)  # --until: 8 h less 300 s
@@ -209,6 +210,26 @@ class Array(unittest.TestCase):
         self.assertEqual(p.returncode, 3, p.stderr)
         self.assertIn("array.json", p.stderr)
 
+    def test_a_task_whose_items_failed_for_good_still_writes_its_results(self):
+        """`run` exits 4 when items failed for good (issue 16, item 12); under `set -e` the task
+        script ended there and wrote no results, so merge called the items missing."""
+        nan_model = os.path.join(self.dir, "model-nan")
+        shutil.copytree(MODEL, nan_model)
+        with open(os.path.join(nan_model, "config.json")) as f:
+            config = json.load(f)
+        config["text_config"]["routed_scaling_factor"] = 1e308  # non-finite logits (bug 6)
+        with open(os.path.join(nan_model, "config.json"), "w") as f:
+            json.dump(config, f)
+        spec = njtest.write_spec(os.path.join(self.dir, "nan.yaml"), "nan", nan_model, items(2))
+        out = os.path.join(self.dir, "arr")
+        p = self.nj("slurm", spec, "--tasks", "1", "--out", out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = self.run_task(out, 0)
+        self.assertEqual(p.returncode, 4, p.stdout + p.stderr)
+        records = jsonl(read(os.path.join(out, "results", "task-0.jsonl")))
+        self.assertEqual([r["status"] for r in records], ["failed", "failed"])
+        self.assertIn("non-finite logits at position", records[0]["error"])
+
     def test_a_task_signalled_like_slurm_checkpoints_and_its_rerun_resumes(self):
         """Slurm signals every process of the task (its process group) and kills the rest once
         the script ends: the script must wait for `run` to checkpoint."""
@@ -235,11 +256,14 @@ class Array(unittest.TestCase):
         self.assertEqual(task.returncode, 143, log)
         self.assertIn("stopped by a signal: checkpointed", log)
         self.assertFalse(os.path.exists(os.path.join(out, "results", "task-0.jsonl")))
-        self.assertEqual(len(home.events("released")), 1, log)
+        # The run holds its items in one batch: every one it had started is put back.
+        started = home.query("SELECT count(*) FROM items WHERE tokens_done > 0")[0][0]
+        self.assertGreaterEqual(started, 1)
+        self.assertEqual(len(home.events("released")), started, log)
         p = self.run_task(out, 0)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         resumed = home.events("resumed")
-        self.assertEqual([(e[2]["from"], e[2]["replayed_tokens"]) for e in resumed], [("checkpoint", 0)])
+        self.assertEqual([(e[2]["from"], e[2]["replayed_tokens"]) for e in resumed], [("checkpoint", 0)] * started)
         merged = self.nj("merge", out)
         self.assertEqual(merged.returncode, 0, merged.stderr)
         ref = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "ref"))

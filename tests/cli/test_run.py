@@ -149,7 +149,7 @@ class Run(unittest.TestCase):
         con.commit()
         con.close()
         p = self.nj.run("run", *RUN, "--drain")
-        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.returncode, 4, "the item failed for good during the run: " + p.stderr)
         st = self.nj.status(job)
         (item,) = st["items"]
         self.assertEqual(item["state"], "failed")
@@ -214,8 +214,8 @@ class Run(unittest.TestCase):
                                  [{"id": "a", "prompt_ids": [1], "max_tokens": 4}], max_attempts=2)
         job = self.nj.submit(spec)
         shutil.rmtree(model)
-        p = self.nj.run("run", *RUN, "--drain")
-        self.assertEqual(p.returncode, 0, p.stderr)
+        p = self.nj.run("run", *RUN, "--drain", "--retry-seconds", "0.1")
+        self.assertEqual(p.returncode, 4, "the item failed for good during the run: " + p.stderr)
         (item,) = self.nj.status(job)["items"]
         self.assertEqual((item["state"], item["attempts"]), ("failed", 2))
         self.assertIn("model-copy", item["last_error"])

@@ -3,10 +3,13 @@
 
 Proves the runner's first promise (nothing is lost; the output is byte-for-byte an
 uninterrupted run's):
-  - a job of 6 items on a generated tiny model (greedy and seeded-sampling items, short and
-    long prompts) is run with dense commit and checkpoint cadences so kills land in every
-    phase: start-up, claim, prompt prefill, replay, token loop, commits, checkpoint writes,
-    the finish transaction; some kills follow a SIGTERM (a kill during the graceful stop);
+  - a job of 8 items on a generated tiny model (greedy and seeded-sampling items, short and
+    long prompts, different lengths) is run with dense commit and checkpoint cadences so kills
+    land in every phase: start-up, claim, prompt prefill, replay, token loop, commits,
+    checkpoint writes, the finish transaction; some kills follow a SIGTERM (a kill during the
+    graceful stop). `run` batches them (every item in one pass, items joining as others
+    finish; alternate lives run --batch 3), so a kill interrupts many items at once, each at
+    its own point, and each resumes from its own checkpoint;
   - after every kill: PRAGMA integrity_check is ok, and every item's stored tokens are a
     prefix of the reference output (nothing wrong is ever committed);
   - when a job completes before the kill count is reached, another copy is submitted, so
@@ -46,6 +49,8 @@ def job_items():
         {"id": "sampled-long-prompt", "prompt_ids": long_prompt[::-1], "max_tokens": 150, "temperature": 0.6,
          "top_p": 0.9, "seed": 99},
         {"id": "greedy-one-token", "prompt_ids": [200], "max_tokens": 1},
+        {"id": "sampled-mid", "prompt_ids": long_prompt[40:70], "max_tokens": 90, "temperature": 0.9, "seed": 5},
+        {"id": "greedy-mid", "prompt_ids": [9, 8, 7, 6, 5], "max_tokens": 170},
     ]
 
 
@@ -77,7 +82,8 @@ class CrashTest(unittest.TestCase):
         max_delay = 0.25
         while kills < kills_wanted:
             with open(log_path, "a") as log:
-                proc = nj.popen("run", *RUN_FLAGS, stderr=log)
+                batch = ["--batch", "3"] if lives % 2 else []  # alternate lives: 3 items per pass
+                proc = nj.popen("run", *RUN_FLAGS, *batch, stderr=log)
             lives += 1
             time.sleep(rng.uniform(0, max_delay))
             killed = termed = False

@@ -473,11 +473,37 @@ def tokenizer_module():
     return k3_tokenizer_gen
 
 
+def use_values(units, values):
+    """Makes every tensor of `units` take its value from `values` (full tensor name -> array:
+    uint8 for MXFP4 `weight_packed`/`weight_scale`, floats otherwise, stored with the tensor's
+    dtype) instead of the generator. ValueError naming the tensor when one is missing, has
+    another shape, or is not part of the layout."""
+    names = set()
+    for unit in units:
+        for atom in unit:
+            for t in atom:
+                names.add(t.name)
+                if t.name not in values:
+                    raise ValueError("no value for tensor %s %s" % (t.name, t.shape))
+                v = values[t.name]
+                if tuple(v.shape) != t.shape:
+                    raise ValueError("tensor %s: value of shape %s, the layout needs %s"
+                                     % (t.name, tuple(v.shape), t.shape))
+                if (t.dtype == "U8") != (v.dtype == np.uint8):
+                    raise ValueError("tensor %s: %s value for a %s tensor" % (t.name, v.dtype, t.dtype))
+                t.make = (lambda v=v: v)
+    extra = sorted(set(values) - names)
+    if extra:
+        raise ValueError("values for tensors outside the layout: %s" % ", ".join(extra[:5]))
+
+
 def write_model(spec, out, seed=1, shard_bytes=2 * GIB, config_form="nested", header_align=8,
-                force=False, log=None, sparse=False):
+                force=False, log=None, sparse=False, values=None):
     """Generate the checkpoint into `out`. Returns a summary dict. With `sparse`, only the
     headers are written and each file is extended to its full size without data (reads
-    return zeros): the real layout at any scale for a few MB of disk."""
+    return zeros): the real layout at any scale for a few MB of disk. With `values` (see
+    use_values) the tensors hold those values instead of random ones: a trained model in
+    the released layout."""
     t0 = time.time()
     validate(spec)
     tok = tokenizer_module() if spec.tokenizer else None
@@ -486,6 +512,8 @@ def write_model(spec, out, seed=1, shard_bytes=2 * GIB, config_form="nested", he
         spec = replace(spec, vocab=int(tok.write_tokenizer(out)))
     g = Gen(seed, spec)
     units = plan_units(spec, g)
+    if values is not None:
+        use_values(units, values)
     shards = assign_shards(units, shard_bytes)
     meta = {"format": "pt"}
     names = (["model.safetensors"] if len(shards) == 1 else

@@ -177,6 +177,33 @@ class Mxfp4Test(unittest.TestCase):
         x = prng.normal(prng.tensor_key(3, "x"), 64, 1.0)
         np.testing.assert_allclose(mxfp4.matvec_blocked(packed, scale, x), w @ x, rtol=1e-13, atol=1e-13)
 
+    def test_quantize_follows_the_release_rule(self):
+        # amax 6: p = 4, scale 1; ties go to the even code, past 6 saturates, sign bit for w < 0
+        row = [6, 5, 3.5, 2.5, 1.75, 1.25, 0.75, 0.25, -1, 0, 5.9, -6.5] + [0] * 20
+        packed, scale = mxfp4.quantize(np.array([row]))
+        self.assertEqual(scale.tolist(), [[127]])
+        self.assertEqual(mxfp4.unpack_codes(packed)[0, :12].tolist(),
+                         [7, 6, 6, 4, 4, 2, 2, 0, 10, 0, 7, 15])
+        # amax's mantissa >= 1.75 rounds its power of two up: 7 = 1.75 * 4 -> p = 8, scale 2
+        for amax, code in ((7.0, 128), (6.99, 127), (0.4375, 124), (0.43, 123), (0.0, 0)):
+            _, s = mxfp4.quantize(np.array([[amax] + [0.0] * 31]))
+            self.assertEqual(int(s[0, 0]), code, amax)
+
+    def test_quantize_round_trips_representable_weights_and_bounds_the_error(self):
+        codes = prng.random_bytes(prng.tensor_key(5, "q"), 16 * 128).reshape(16, 128) & 0x0F
+        codes[:, ::32] = 7                                             # every block reaches 6
+        scale = (120 + prng.random_bytes(prng.tensor_key(5, "s"), 16 * 4) % 12).reshape(16, 4)
+        w = mxfp4.dequantize(mxfp4.pack_codes(codes), scale.astype(np.uint8))
+        p, s = mxfp4.quantize(w)
+        np.testing.assert_array_equal(mxfp4.dequantize(p, s), w)
+        x = prng.normal(prng.tensor_key(5, "w"), 16 * 128, 0.05).reshape(16, 128)
+        p, s = mxfp4.quantize(x)
+        deq = mxfp4.dequantize(p, s)
+        step = mxfp4.block_scales(s).repeat(32, axis=1)               # the grid's largest half-gap
+        self.assertTrue(np.all(np.abs(deq - x) <= step))
+        p2, s2 = mxfp4.quantize(deq)
+        np.testing.assert_array_equal(mxfp4.dequantize(p2, s2), deq)   # idempotent
+
     def test_generated_experts_have_zero_blocks_and_all_codes(self):
         g = make_model.Gen(1, tiny_spec())
         s = g.mxfp4_scale("s", 64, 64 * 8)
@@ -266,6 +293,26 @@ class LayoutTest(TempDir):
                     for w in ("w1", "w2", "w3") for s in ("weight_packed", "weight_scale")]
             self.assertEqual(layer[first_expert:], want)
         self.assertEqual(st.info("language_model.model.layers.0.self_attn.A_log"), ("F32", (16,)))
+
+    def test_given_values_are_written_in_the_same_layout(self):
+        spec = tiny_spec(layers=4, full_attn_layers=[4])
+        make_model.write_model(spec, os.path.join(self.tmp, "gen"), seed=4)
+        ck = Checkpoint(os.path.join(self.tmp, "gen"))
+        values = {n: ck.tensor(n) for n in ck.where}
+        make_model.write_model(spec, os.path.join(self.tmp, "val"), seed=99, values=values)
+        with open(os.path.join(self.tmp, "gen", "model.safetensors"), "rb") as a, \
+                open(os.path.join(self.tmp, "val", "model.safetensors"), "rb") as b:
+            self.assertEqual(a.read(), b.read())                       # the seed played no part
+        name = "language_model.model.norm.weight"
+        bad = dict(values, **{name: np.zeros(3)})
+        with self.assertRaisesRegex(ValueError, "norm.weight: value of shape \\(3,\\)"):
+            make_model.write_model(spec, os.path.join(self.tmp, "bad"), values=bad)
+        del bad[name]
+        with self.assertRaisesRegex(ValueError, "no value for tensor .*norm.weight"):
+            make_model.write_model(spec, os.path.join(self.tmp, "bad"), force=True, values=bad)
+        with self.assertRaisesRegex(ValueError, "outside the layout: x"):
+            make_model.write_model(spec, os.path.join(self.tmp, "bad"), force=True,
+                                   values=dict(values, x=np.zeros(1)))
 
     @unittest.skipUnless(os.path.isdir(os.path.join(CONFORMANCE, "k3-tiny")), "NJ_CONFORMANCE_DIR not set")
     def test_tiny_matches_the_conformance_header(self):

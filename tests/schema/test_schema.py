@@ -28,9 +28,10 @@ def setUpModule():
     MODEL = njtest.make_model(os.path.join(WORK, "model"), extra=["--tokenizer"])
 
 
-# Specs name the demo model as the repository runs them (examples: ../../build/demo-model,
-# bad specs: ../../../build/demo-model); the test points that line at its generated model.
-DEMO_MODEL_LINE = re.compile(r"(?m)^model:\s*(\.\./)+build/demo-model\s*$")
+# Specs name the demo models as the repository runs them (examples: ../../build/demo-model or
+# ../../build/stories-model, bad specs: ../../../build/demo-model); the test points that line
+# at its generated model.
+DEMO_MODEL_LINE = re.compile(r"(?m)^model:\s*(\.\./)+build/(demo|stories)-model\s*$")
 
 
 def copy_with_model(src_dir, dst_dir):

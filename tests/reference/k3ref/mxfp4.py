@@ -4,6 +4,13 @@
   weight_scale  U8 [out][in/32]: E8M0 exponent s, block scale 2^(s-127);
                 s = 255 (NaN) means the block contributes 0
   w[r][i] = E2M1[nibble] * 2^(scale[r][i/32] - 127)
+
+quantize() writes that format from real weights with the release's rule (the
+compressed-tensors quantizer): per 32-block, amax = max |w|; its power of two is rounded
+up when amax's mantissa is >= 1.75, i.e. p = 2^floor(log2 amax), doubled when
+amax >= 1.75 p; the block scale is p / 4 (code 127 + log2 p - 2), so |w| / scale < 7;
+each w / scale is rounded to the nearest E2M1 magnitude (ties to the even code, values
+past 6 saturate to 6), sign bit set for w < 0. An all-zero block gets scale code 0.
 """
 import numpy as np
 
@@ -38,6 +45,39 @@ def block_scales(scale):
     s = np.asarray(scale, dtype=np.int64)
     val = np.ldexp(1.0, s - 127)
     return np.where(s == SCALE_NAN, 0.0, val)
+
+
+# Midpoints between adjacent E2M1 magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}, and whether a value
+# exactly on one rounds up (to the even code: 0.75 -> 1, 1.75 -> 2, 3.5 -> 4).
+_MIDPOINTS = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
+_TIE_UP = np.array([False, True, False, True, False, True, False])
+
+
+def scale_codes(w):
+    """E8M0 scale codes of float weights [out][in] (in % 32 == 0): the release's rule (module
+    docstring). Exact: frexp gives the exponent and mantissa without rounding."""
+    w = np.asarray(w, dtype=np.float64)
+    out_dim, in_dim = w.shape
+    if in_dim % GROUP:
+        raise ValueError("MXFP4 needs the input width to be a multiple of %d, got %d" % (GROUP, in_dim))
+    amax = np.abs(w).reshape(out_dim, in_dim // GROUP, GROUP).max(axis=-1)
+    mant, exp = np.frexp(amax)                    # amax = mant * 2^exp, mant in [0.5, 1)
+    log2_p = exp - 1 + (mant >= 0.875)            # mantissa in [1, 2) >= 1.75 rounds up
+    codes = np.clip(127 + log2_p - 2, 0, 254)
+    return np.where(amax == 0, 0, codes).astype(np.uint8)
+
+
+def quantize(w):
+    """Float weights [out][in] -> (weight_packed [out][in/2], weight_scale [out][in/32]) by the
+    release's rule (module docstring). dequantize() of the result is w rounded to the format."""
+    w = np.asarray(w, dtype=np.float64)
+    scale = scale_codes(w)
+    out_dim, in_dim = w.shape
+    q = np.abs(w).reshape(out_dim, in_dim // GROUP, GROUP) / block_scales(scale)[:, :, None]
+    mag = (np.sum(q[..., None] > _MIDPOINTS, axis=-1)
+           + np.sum((q[..., None] == _MIDPOINTS) & _TIE_UP, axis=-1))   # 0..7
+    codes = mag.reshape(out_dim, in_dim) + 8 * (w < 0)
+    return pack_codes(codes), scale
 
 
 # byte -> (value of the low nibble, value of the high nibble): decodes two codes at once

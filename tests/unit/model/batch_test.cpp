@@ -322,9 +322,11 @@ TEST_CASE("the planner's activation and state estimate is what a batch really al
         // Everything the pass allocated is inside the estimate (a little slack for
         // bookkeeping vectors of a few hundred bytes each), and the buffers are the estimate
         // less the kernels' own scratch.
-        CHECK(used <= estimate + states + (64u << 10));
         CHECK(allocated == estimate - kernel_scratch_bytes(c, shape.rows));
+#if !defined(__SANITIZE_ADDRESS__)  // ASan's allocator keeps its heap out of mallinfo2()
+        CHECK(used <= estimate + states + (64u << 10));
         CHECK(used >= allocated);
+#endif
       }
     }
   }

@@ -46,41 +46,57 @@ Opened run(const std::string& dir, uint64_t budget, bool use_pack = true) {
   return r;
 }
 
-Result<PackStats> pack(Env& env, const std::string& dir) {
+Result<PackStats> pack(Env& env, const std::string& dir, const PackOptions& options = {}) {
   NJ_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(dir));
   NJ_ASSIGN_OR_RETURN(TensorIndex index, TensorIndex::open(dir));
   NJ_ASSIGN_OR_RETURN(ModelLayout layout, ModelLayout::build(c, index));
-  return write_trunk_pack(env, index, layout, dir);
+  return write_trunk_pack(env, index, layout, dir, options);
+}
+
+// Both codecs; the lossless one with 16 KiB blocks, so that units hold several.
+std::vector<PackOptions> both_codecs() {
+  return {{PackCodec::kRaw, 1u << 20}, {PackCodec::kLossless, 16u << 10}};
 }
 
 TEST_CASE("a packed trunk is used and gives the same bits as the shards", "[engine][pack]") {
-  for (const char* name : {"tiny-mxfp4", "tiny-bf16-flat", "tiny-sharded"}) {
-    INFO("fixture " << name);
-    TempDir d;
-    testing::copy_golden(name, d.path());
-    const Opened before = run(d.path(), 0);
-    REQUIRE(before.status.ok());
-    REQUIRE_FALSE(before.model->uses_pack());
-    auto stats = pack(*Env::posix(), d.path());
-    REQUIRE(stats.ok());
-    CHECK(stats->pack_bytes % 4096 == 0);
-    for (uint64_t budget : {uint64_t{0}, uint64_t{2} << 20}) {  // resident, and streaming
-      const Opened after = run(d.path(), budget);
-      REQUIRE(after.status.ok());
-      CHECK(after.model->uses_pack());
-      REQUIRE(after.logits.size() == before.logits.size());
-      CHECK(std::memcmp(after.logits.data(), before.logits.data(), before.logits.size() * 4) == 0);
-      // Each packed unit is one read.
-      for (int l = 0; l < after.model->config().layers; ++l) CHECK(after.model->layout().layer(l).unit.extents.size() == 1);
+  for (const PackOptions& options : both_codecs())
+    for (const char* name : {"tiny-mxfp4", "tiny-bf16-flat", "tiny-sharded"}) {
+      INFO("fixture " << name << ", codec " << pack_codec_name(options.codec));
+      TempDir d;
+      testing::copy_golden(name, d.path());
+      const Opened before = run(d.path(), 0);
+      REQUIRE(before.status.ok());
+      REQUIRE_FALSE(before.model->uses_pack());
+      auto stats = pack(*Env::posix(), d.path(), options);
+      REQUIRE(stats.ok());
+      CHECK(stats->codec == options.codec);
+      CHECK(stats->stored_bytes == stats->pack_bytes);
+      if (options.codec == PackCodec::kLossless) {
+        CHECK(stats->blocks > stats->units);
+        CHECK(stats->raw_blocks < stats->blocks);  // the BF16 ones compress
+      }
+      CHECK(stats->pack_bytes % 4096 == 0);
+      for (uint64_t budget : {uint64_t{0}, uint64_t{2} << 20}) {  // resident, and streaming
+        const Opened after = run(d.path(), budget);
+        REQUIRE(after.status.ok());
+        CHECK(after.model->uses_pack());
+        REQUIRE(after.logits.size() == before.logits.size());
+        CHECK(std::memcmp(after.logits.data(), before.logits.data(), before.logits.size() * 4) ==
+              0);
+        // Each packed unit is one read.
+        for (int l = 0; l < after.model->config().layers; ++l)
+          CHECK(after.model->layout().layer(l).unit.extents.size() == 1);
+      }
     }
-  }
 }
 
 TEST_CASE("a stale pack is refused: the shards changed since it was built", "[engine][pack]") {
   TempDir d;
   testing::copy_golden("tiny-mxfp4", d.path());
   REQUIRE(pack(*Env::posix(), d.path()).ok());
-  struct utimbuf times{1000000000, 1000000000};  // a new modification time
+  struct utimbuf times {
+    1000000000, 1000000000
+  };  // a new modification time
   REQUIRE(::utime(d.file("model.safetensors").c_str(), &times) == 0);
   const Opened r = run(d.path(), 0);
   REQUIRE(r.status.ok());
@@ -123,7 +139,7 @@ TEST_CASE("a damaged manifest or a short pack file is refused", "[engine][pack]"
 TEST_CASE("corrupted pack bytes stop the run with the pack's name", "[engine][pack][errors]") {
   TempDir d;
   testing::copy_golden("tiny-mxfp4", d.path());
-  REQUIRE(pack(*Env::posix(), d.path()).ok());
+  REQUIRE(pack(*Env::posix(), d.path(), {PackCodec::kRaw}).ok());
   std::string bytes = testing::read_all(d.file(kPackFile));
   bytes[100] ^= 0x40;  // inside layer 0's run
   testing::write_all(d.file(kPackFile), bytes);
@@ -137,29 +153,33 @@ TEST_CASE("corrupted pack bytes stop the run with the pack's name", "[engine][pa
 }
 
 TEST_CASE("a pack interrupted at any step leaves nothing inconsistent to use", "[engine][pack]") {
-  TempDir d;
-  testing::copy_golden("tiny-mxfp4", d.path());
-  const Opened shards = run(d.path(), 0, /*use_pack=*/false);
-  REQUIRE(shards.status.ok());
-  REQUIRE(pack(*Env::posix(), d.path()).ok());  // an older pack exists
-  state_testing::FaultEnv counting;
-  REQUIRE(pack(counting, d.path()).ok());
-  const uint64_t ops = counting.ops();
-  REQUIRE(ops > 4);
-  for (uint64_t crash = 0; crash < ops; ++crash) {
-    INFO("crash at operation " << crash << " of " << ops);
-    REQUIRE(pack(*Env::posix(), d.path()).ok());  // each attempt starts over an older, valid pack
-    state_testing::FaultEnv env;
-    env.crash_at(crash);
-    CHECK_FALSE(pack(env, d.path()).ok());
-    // The old pack (crash before its manifest was removed), none, or the complete new one:
-    // whatever is used computes exactly what the shards do.
-    const Opened r = run(d.path(), 0);
-    REQUIRE(r.status.ok());
-    CHECK(std::memcmp(r.logits.data(), shards.logits.data(), shards.logits.size() * 4) == 0);
-    // Op 0 removes the old manifest and the last op syncs the directory after the new one
-    // is in place: in between, no pack is in use.
-    CHECK(r.model->uses_pack() == (crash == 0 || crash == ops - 1));
+  for (const PackOptions& options : both_codecs()) {
+    INFO("codec " << pack_codec_name(options.codec));
+    TempDir d;
+    testing::copy_golden("tiny-mxfp4", d.path());
+    const Opened shards = run(d.path(), 0, /*use_pack=*/false);
+    REQUIRE(shards.status.ok());
+    REQUIRE(pack(*Env::posix(), d.path(), options).ok());  // an older pack exists
+    state_testing::FaultEnv counting;
+    REQUIRE(pack(counting, d.path(), options).ok());
+    const uint64_t ops = counting.ops();
+    REQUIRE(ops > 4);
+    for (uint64_t crash = 0; crash < ops; ++crash) {
+      INFO("crash at operation " << crash << " of " << ops);
+      REQUIRE(pack(*Env::posix(), d.path(), options)
+                  .ok());  // each attempt starts over an older, valid pack
+      state_testing::FaultEnv env;
+      env.crash_at(crash);
+      CHECK_FALSE(pack(env, d.path(), options).ok());
+      // The old pack (crash before its manifest was removed), none, or the complete new one:
+      // whatever is used computes exactly what the shards do.
+      const Opened r = run(d.path(), 0);
+      REQUIRE(r.status.ok());
+      CHECK(std::memcmp(r.logits.data(), shards.logits.data(), shards.logits.size() * 4) == 0);
+      // Op 0 removes the old manifest and the last op syncs the directory after the new one
+      // is in place: in between, no pack is in use.
+      CHECK(r.model->uses_pack() == (crash == 0 || crash == ops - 1));
+    }
   }
 }
 

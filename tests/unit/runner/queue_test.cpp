@@ -108,7 +108,7 @@ TEST_CASE("an expired lease is reclaimed, a heartbeat keeps it", "[runner][queue
   REQUIRE(*c);
   const int64_t id = (*c)->item.id;
   now += 50;
-  CHECK(*s->heartbeat(id, "host/1/1", 60));  // now expires at 1110
+  CHECK(s->heartbeat({id}, "host/1/1", 60)->empty());  // now expires at 1110
   now += 50;
   CHECK_FALSE(*s->claim_next("host/2/2", 60, alive_all));
   now += 20;
@@ -116,7 +116,7 @@ TEST_CASE("an expired lease is reclaimed, a heartbeat keeps it", "[runner][queue
   REQUIRE(*taken);
   CHECK((*taken)->item.attempts == 1);
   CHECK((*taken)->item.last_error->find("expired") != std::string::npos);
-  CHECK_FALSE(*s->heartbeat(id, "host/1/1", 60));
+  CHECK(*s->heartbeat({id}, "host/1/1", 60) == std::vector<int64_t>{id});
 }
 
 TEST_CASE("tokens must continue the stored ones", "[runner][queue]") {
@@ -145,10 +145,11 @@ TEST_CASE("log-probabilities are stored with their tokens and read back in order
   const std::vector<TokenLogprobs> first = {{-0.5f, {{7, -0.5f}, {3, -1.25f}}},
                                             {-2.0f, {{1, -0.1f}, {8, -2.0f}}}};
   const std::vector<TokenLogprobs> second = {{-0.0f, {{9, -0.0f}, {2, -30.5f}}}};
-  Progress p{0, ids({7, 8}), 0, 0};
+  const std::vector<int32_t> first_ids = ids({7, 8}), second_ids = ids({9}), bad_ids = ids({1, 2});
+  Progress p{0, first_ids, 0, 0};  // Progress holds spans: the vectors outlive it
   p.logprobs = first;
   REQUIRE(*s->append_tokens(id, "me", p));
-  Progress q{2, ids({9}), 0, 0};
+  Progress q{2, second_ids, 0, 0};
   q.logprobs = second;
   REQUIRE(*s->finish_item(id, "me", q, NewResult{"length", 2, std::nullopt}));
   auto back = s->token_logprobs(id);
@@ -162,7 +163,7 @@ TEST_CASE("log-probabilities are stored with their tokens and read back in order
   // A count that does not match the tokens is a bug, refused before anything is written.
   REQUIRE(s->submit(test_job("k", 1)).ok());
   auto c2 = s->claim_next("me", 60, alive_all);
-  Progress bad{0, ids({1, 2}), 0, 0};
+  Progress bad{0, bad_ids, 0, 0};
   bad.logprobs = std::span<const TokenLogprobs>(first).first(1);
   CHECK(s->append_tokens((*c2)->item.id, "me", bad).status().code() == StatusCode::kInternal);
   CHECK(s->tokens((*c2)->item.id)->empty());
@@ -267,6 +268,103 @@ TEST_CASE("a lease recorded in this process's own name is stale when it claims",
   auto again = s->claim_next("me", 60, alive_all);  // an attempt that never released
   REQUIRE(*again);
   CHECK((*again)->item.attempts == 1);
+}
+
+TEST_CASE("a failed attempt with a retry wait is not claimed before it has passed",
+          "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  REQUIRE(s->submit(test_job("j", 1, /*max_attempts=*/3)).ok());
+  auto c = s->claim_next("me", 60, alive_all);
+  const int64_t id = (*c)->item.id;
+  REQUIRE(s->fail_attempt(id, "me", Progress{}, "no model", false, 30.0)->value() ==
+          ItemState::kQueued);
+  CHECK(*s->next_retry_at() == std::optional<double>(1030));
+  CHECK_FALSE(*s->claim_next("me", 60, alive_all));
+  now = 1029.9;
+  CHECK_FALSE(*s->claim_next("me", 60, alive_all));
+  now = 1030;
+  c = s->claim_next("me", 60, alive_all);
+  REQUIRE(*c);
+  CHECK((*c)->item.attempts == 1);
+  CHECK_FALSE((*c)->item.retry_at.has_value());
+  CHECK_FALSE(s->next_retry_at()->has_value());
+  // A final error fails the item whatever attempts are left.
+  CHECK(s->fail_attempt(id, "me", Progress{}, "non-finite logits at position 3", true)->value() ==
+        ItemState::kFailed);
+}
+
+TEST_CASE("a run that fails releases its lease: queued, attempts unchanged, an event",
+          "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  REQUIRE(s->submit(test_job("j", 1)).ok());
+  auto c = s->claim_next("me", 60, alive_all);
+  const int64_t id = (*c)->item.id;
+  REQUIRE(*s->append_tokens(id, "me", Progress{0, ids({4, 5}), 0, 0}));
+  CHECK_FALSE(*s->release_lease(id, "someone else", "disk full"));
+  REQUIRE(*s->release_lease(id, "me", "run failed: database or disk is full"));
+  CHECK_FALSE(*s->release_lease(id, "me", "again"));  // no longer ours
+  auto items = s->items((*c)->job.id);
+  CHECK((*items)[0].state == ItemState::kQueued);
+  CHECK((*items)[0].attempts == 0);
+  CHECK_FALSE((*items)[0].lease_owner.has_value());
+  auto events = s->events(std::nullopt, id);
+  CHECK(events->back().kind == "released");
+  c = s->claim_next("me", 60, alive_all);
+  CHECK((*c)->tokens == ids({4, 5}));
+  CHECK((*c)->item.attempts == 0);
+}
+
+TEST_CASE("the numerics version is recorded per item, and a restart drops the output",
+          "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  REQUIRE(s->submit(test_job("j", 1)).ok());
+  auto c = s->claim_next("me", 60, alive_all);
+  const int64_t id = (*c)->item.id;
+  CHECK_FALSE((*c)->item.numerics_version.has_value());
+  REQUIRE(*s->set_numerics_version(id, "me", 7));
+  REQUIRE(*s->add_checkpoint(id, "me", Progress{0, ids({1, 2, 3}), 0, 0},
+                             NewCheckpoint{5, 3, "checkpoints/item-1/state", 100}));
+  CHECK_FALSE(*s->set_numerics_version(id, "other", 8));
+  CHECK_FALSE(*s->restart_output(id, "other", 8, "{}"));
+  REQUIRE(*s->restart_output(id, "me", 8, R"({"dropped_tokens":3})"));
+  CHECK(s->tokens(id)->empty());
+  CHECK(s->checkpoints(id)->empty());
+  auto items = s->items((*c)->job.id);
+  CHECK((*items)[0].tokens_done == 0);
+  CHECK((*items)[0].numerics_version == std::optional<int>(8));
+  CHECK(s->events(std::nullopt, id)->back().kind == "numerics_restart");
+  REQUIRE(*s->append_tokens(id, "me", Progress{0, ids({9}), 0, 0}));
+  NewResult r{"length", 2, std::nullopt};
+  r.numerics_version = 8;
+  REQUIRE(*s->finish_item(id, "me", Progress{1, {}, 0, 0}, r));
+  CHECK((*s->items((*c)->job.id))[0].numerics_version == std::optional<int>(8));
+}
+
+TEST_CASE("the outcome of a job's output writes is recorded with the job", "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  auto job = s->submit(test_job("j", 1));
+  REQUIRE(job.ok());
+  CHECK_FALSE(s->find_job("j")->outputs_state.has_value());
+  REQUIRE(s->record_outputs(*job, {}, std::string("out/r.jsonl: is a directory")).ok());
+  auto row = s->find_job("j");
+  CHECK(row->outputs_state == std::optional<std::string>("failed"));
+  CHECK(row->outputs_error == std::optional<std::string>("out/r.jsonl: is a directory"));
+  CHECK(s->job_summary(*job)->job.outputs_state == std::optional<std::string>("failed"));
+  now = 1005;
+  REQUIRE(s->record_outputs(*job, {"/x/r.jsonl"}, std::nullopt).ok());
+  row = s->find_job("j");
+  CHECK(row->outputs_state == std::optional<std::string>("written"));
+  CHECK_FALSE(row->outputs_error.has_value());
+  CHECK(row->outputs_at == std::optional<double>(1005));
+  CHECK(s->events(*job, std::nullopt)->back().kind == "outputs_written");
 }
 
 }  // namespace

@@ -75,6 +75,11 @@ TEST_CASE("a store written at schema version 1 opens and reads", "[runner][store
   CHECK(*(*store)->tokens(1) == std::vector<int32_t>{42});
   // Migration 3 added per-token log-probabilities; tokens written before have none.
   CHECK((*store)->token_logprobs(1).status().code() == StatusCode::kCorruption);
+  // Migrations 5-7's columns start empty: no outputs written, no retry wait, and the
+  // numerics of the stored token unrecorded (it is replayed before it is trusted).
+  CHECK_FALSE(job->outputs_state.has_value());
+  CHECK_FALSE((*items)[0].retry_at.has_value());
+  CHECK_FALSE((*items)[0].numerics_version.has_value());
 }
 
 TEST_CASE("a store from a newer nightjar is refused, and so is a foreign SQLite file",

@@ -316,10 +316,10 @@ TEST_CASE("a head that is not a checkpoint, or from a newer format, is refused",
   f.set_head("{\"not\": \"a checkpoint\"}\n" + std::string(100, ' '));
   check_refused(f.load(), "bad magic");
   std::string head = f.head;
-  head[8] = 2;
+  head[8] = 3;
   f.set_head(head);
   auto r = f.load();
-  check_refused(r, "unsupported format version 2");
+  check_refused(r, "unsupported format version 3");
   CHECK(r.status().code() == StatusCode::kFailedPrecondition);
   f.restore();
   std::filesystem::remove(f.head_path());

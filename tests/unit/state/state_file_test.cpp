@@ -4,10 +4,12 @@
 // new generations and their cleanup.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/model/numerics.h"
 #include "engine/state/state_file.h"
 #include "engine/state/state_format.h"
 #include "tests/unit/state/fault_env.h"
@@ -204,6 +206,38 @@ TEST_CASE("a new generation removes stale segments of the same checkpoint only",
   CHECK(segment_count(dir) == 1);
 }
 
+TEST_CASE("a checkpoint records the engine numerics version, and another version is refused",
+          "[state][numerics]") {
+  auto model = open_test_model(generated_model("tiny"));
+  TempDir dir;
+  Generation g(*model, kPrompt, kSampled);
+  g.step(4);
+  StateFileWriter w(*Env::posix(), dir.file("state"));
+  save_ok(w, *model, g.checkpoint());
+  std::string head = read_bytes(dir.file("state"));
+  CHECK(state_format::get_u32(head.data() + 8) == state_format::kVersion);
+  CHECK(state_format::get_u32(head.data() + 44) == kNumericsVersion);
+  CHECK(load_ok(dir.file("state"), *model).numerics_version == kNumericsVersion);
+  // The same file as a binary of the next arithmetic would have written it.
+  const uint32_t other = kNumericsVersion + 1;
+  std::memcpy(head.data() + 44, &other, 4);
+  const uint64_t hash = state_format::hash64(head.data(), 48);
+  std::memcpy(head.data() + 48, &hash, 8);
+  write_bytes(dir.file("state"), head);
+  auto r = load_state_file(*Env::posix(), dir.file("state"), *model);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(r.status().message().find("numerics version " + std::to_string(other)) !=
+        std::string::npos);
+  CHECK(r.status().message().find("this binary computes with version " +
+                                  std::to_string(kNumericsVersion)) != std::string::npos);
+  auto any = load_state_file(*Env::posix(), dir.file("state"), model->config(),
+                             model->fingerprint(), StateNumerics::kAny);
+  REQUIRE(any.ok());
+  CHECK(any->numerics_version == other);
+  CHECK(any->state.tokens == g.checkpoint().state.tokens);
+}
+
 TEST_CASE("read_state_file_info reads position and fingerprint without a model", "[state]") {
   auto model = open_test_model(generated_model("tiny"));
   TempDir dir;
@@ -253,14 +287,30 @@ TEST_CASE("the writer refuses a state that does not fit the model and writes not
   CHECK(dir.names().empty());
 }
 
-TEST_CASE("a checkpoint written by format version 1 still loads", "[state][compat]") {
+TEST_CASE("a checkpoint written by format version 1 still reads, as unrecorded numerics",
+          "[state][compat]") {
   // tests/unit/state/data/v1: written by the first version of the format (see made_by).
   const std::string dir = std::string(NJ_SOURCE_DIR) + "/tests/unit/state/data/v1";
   std::ifstream in(dir + "/expected.json");
   REQUIRE(in.good());
   const auto want = nlohmann::json::parse(in);
   auto model = open_test_model(generated_model(want["model"]["preset"], want["model"]["seed"]));
-  StateCheckpoint cp = load_ok(dir + "/state.bin", *model);
+  // Format 1 recorded no numerics version: it is never continued as this binary's state...
+  auto strict = load_state_file(*Env::posix(), dir + "/state.bin", *model);
+  REQUIRE_FALSE(strict.ok());
+  CHECK(strict.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(strict.status().message().find("before numerics versions were recorded") !=
+        std::string::npos);
+  auto info = read_state_file_info(*Env::posix(), dir + "/state.bin");
+  REQUIRE(info.ok());
+  CHECK(info->numerics_version == 0);
+  // ... but its bytes still read, every field where it belongs.
+  auto any = load_state_file(*Env::posix(), dir + "/state.bin", model->config(),
+                             model->fingerprint(), StateNumerics::kAny);
+  INFO(any.status().to_string());
+  REQUIRE(any.ok());
+  StateCheckpoint cp = std::move(any).value();
+  CHECK(cp.numerics_version == 0);
   CHECK(cp.state.position == want["position"].get<int64_t>());
   CHECK(cp.state.tokens == want["tokens"].get<std::vector<int32_t>>());
   CHECK(cp.sampler.params.temperature == want["temperature"].get<float>());

@@ -1,0 +1,26 @@
+// The engine's numerics version: which arithmetic computes the logits. Two binaries with the
+// same version give bit-identical logits for the same model and tokens (every canonical
+// order of the kernels, reductions and formulas is the same); a different version may differ
+// in any bit. Bump it, and say why below, whenever a change can move any logit bit: a new
+// canonical order of a kernel (as the MXFP4 chunk order was), another reduction tree, another
+// formula for a layer. Refactors, new SIMD paths that follow the canonical order, and speed
+// work that keeps the bits do not bump it.
+//
+// It is recorded in every state checkpoint (engine/state/state_file.h, format 2) and, per
+// item, in the job store (schemas/007_numerics_version.sql). A checkpoint of another version
+// is never continued: its state was computed by other arithmetic, and the tokens after it
+// would match neither binary's uninterrupted run (runner/item_runner.h says what `run` does
+// with such an item, README "Engine numerics version" the policy).
+//
+// History:
+//   1  the first recorded arithmetic: MXFP4 rows in chunks of 128 elements (b4d6423).
+//      Checkpoints written before versions were recorded (state format 1) count as 0.
+#pragma once
+
+#include <cstdint>
+
+namespace nj {
+
+inline constexpr uint32_t kNumericsVersion = 1;
+
+}  // namespace nj

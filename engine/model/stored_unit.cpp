@@ -1,0 +1,61 @@
+// Checking and decoding a lossless unit's blocks (see stored_unit.h).
+#include "engine/model/stored_unit.h"
+
+#include <xxhash.h>
+
+#include "engine/codec/block_decoder.h"
+
+namespace nj {
+namespace {
+
+std::string where(const UnitLayout& unit, size_t k, const std::string& pack_path) {
+  const uint64_t at =
+      (unit.extents.empty() ? 0 : unit.extents[0].file_offset) + unit.blocks[k].stored_offset;
+  return pack_path + ": unit " + std::to_string(unit.pack_unit) + ", block " + std::to_string(k) +
+         " of " + std::to_string(unit.blocks.size()) + " (at offset " + std::to_string(at) + ")";
+}
+
+}  // namespace
+
+Status verify_unit_block(const UnitLayout& unit, size_t k, std::span<const uint8_t> stored,
+                         const std::string& pack_path) {
+  const StoredBlock& b = unit.blocks[k];
+  if (XXH3_64bits(stored.data(), b.stored_bytes) == b.xxh3) return Status();
+  return corruption(
+      where(unit, k, pack_path) +
+      " fails its checksum (the pack is damaged: rerun `nightjar pack`, or delete it to read the "
+      "shards)");
+}
+
+Status decode_unit_block(const UnitLayout& unit, size_t k, std::span<const uint8_t> stored,
+                         bool verify, const std::string& pack_path, uint8_t* buffer) {
+  const StoredBlock& b = unit.blocks[k];
+  if (stored.size() < b.stored_bytes)
+    return internal_error(where(unit, k, pack_path) + ": given " + std::to_string(stored.size()) +
+                          " of its " + std::to_string(b.stored_bytes) + " bytes");
+  stored = stored.first(b.stored_bytes);
+  if (verify) NJ_RETURN_IF_ERROR(verify_unit_block(unit, k, stored, pack_path));
+  Status s = decode_block(stored, std::span<uint8_t>(buffer + b.raw_offset, b.raw_bytes));
+  if (!s.ok()) return corruption(where(unit, k, pack_path) + ": " + s.message());
+  return Status();
+}
+
+Status decode_unit(const UnitLayout& unit, std::span<const uint8_t> stored_run, bool verify,
+                   const std::string& pack_path, uint8_t* buffer) {
+  for (size_t k = 0; k < unit.blocks.size(); ++k) {
+    const StoredBlock& b = unit.blocks[k];
+    if (b.stored_offset + b.stored_bytes > stored_run.size())
+      return internal_error(where(unit, k, pack_path) + ": lies past the unit's stored run");
+    NJ_RETURN_IF_ERROR(decode_unit_block(
+        unit, k, stored_run.subspan(b.stored_offset, b.stored_bytes), verify, pack_path, buffer));
+  }
+  return Status();
+}
+
+uint64_t stored_block_bytes(const UnitLayout& unit) {
+  uint64_t n = 0;
+  for (const StoredBlock& b : unit.blocks) n += b.stored_bytes;
+  return n;
+}
+
+}  // namespace nj
