@@ -315,7 +315,14 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     SessionOptions so;
     so.prefill_chunk = a->model.prefill_chunk;
     so.record_routing = !a->save_routing.empty();
-    so.tentative_rows = speculate ? 1 + a->draft_tokens : 0;
+    // The drafts the budget holds beside plain decoding's plan (planner.h, step 4): never
+    // more than asked for, possibly none (every pass is then a plain step).
+    const int planned_drafts = speculate ? (*model)->plan().draft_tokens : 0;
+    if (speculate && planned_drafts < a->draft_tokens)
+      spdlog::warn("--speculative: the budget leaves room for {} drafted tokens per pass (asked for {}); "
+                   "drafts never take memory from the weights",
+                   planned_drafts, a->draft_tokens);
+    so.tentative_rows = speculate ? 1 + planned_drafts : 0;
     so.kda_rollback = a->kda_rollback == "snapshots" ? KdaRollback::kSnapshots : KdaRollback::kReplay;
     Session session(**model, so);
     Sampler sampler(sp);
@@ -345,7 +352,7 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     std::optional<SpeculativeDecoder> spec;
     if (speculate) {
       DraftLengthOptions dl;
-      dl.max_draft_tokens = a->draft_tokens;
+      dl.max_draft_tokens = planned_drafts;
       std::unique_ptr<Drafter> drafter;
       if (a->speculative == "oracle")
         drafter = std::make_unique<ScriptedDrafter>(static_cast<size_t>(session.position()), oracle);
@@ -420,7 +427,8 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       if (save) j["saved_state"] = saved;
       if (spec) {
         const SpeculationStats& st = spec->stats();
-        j["speculation"] = {{"passes", st.passes},
+        j["speculation"] = {{"max_draft_tokens", planned_drafts},
+                            {"passes", st.passes},
                             {"drafted", st.drafted},
                             {"accepted", st.accepted},
                             {"tokens_per_pass", st.tokens_per_pass()}};

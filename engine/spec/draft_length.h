@@ -5,13 +5,16 @@
 // were (a geometric run), so a pass with k drafts emits E(k) = 1 + a + ... + a^k tokens on
 // average, and costs PassCost::relative(rows + k, rows) of the pass without them. a is
 // estimated from recent passes: accepted drafts over accepted drafts plus passes whose run
-// ended on a rejection, with exponentially decaying weights, starting from one of each.
-// The policy drafts the k that maximizes the pass's expected tokens per byte.
+// ended on a rejection, with exponentially decaying weights, starting from one rejection
+// (a = 0: a sequence earns its drafts). The policy drafts the k that maximizes the pass's
+// expected tokens per byte.
 //
 // When that is k = 0 the estimate would never change again, so the policy probes with one
 // draft after a cool-down that doubles after each probe that fails (1, 2, 4 ... 64 passes)
-// and resets when a draft is accepted: a sequence whose drafts are never accepted pays one
-// extra row per 64 passes at most once the cool-down has grown.
+// and resets when a draft is accepted. A new sequence starts with a probe: one accepted
+// draft lifts the estimate to ~1/2 and k grows from there. A sequence whose drafts are
+// never accepted pays one extra row in its first pass, then one per cool-down (5 rows in
+// its first 32 passes, 1 per 64 passes once the cool-down has grown).
 #pragma once
 
 #include "engine/spec/pass_cost.h"
@@ -60,13 +63,13 @@ class DraftLength {
 
  private:
   DraftLengthOptions options_;
-  // Decayed counts, starting from one of each: the prior fades like any old pass, so a
-  // sequence whose drafts always fail sees its estimate go to 0 (a fixed prior would hold
-  // it at 1/(2 + 1/(1 - decay)) and keep drafting where a row is cheap).
-  double accepted_ = 1, rejected_ = 1;
-  int cool_down_ = 0;                   // passes left before the next probe
-  int next_cool_down_ = 1;              // the cool-down after the next failed probe
-  bool probing_ = false;                // the last choice was a probe
+  // Decayed counts, starting from one rejection: drafts before any is accepted are probes,
+  // so drafts that are wrong from the start cost one row per probe (a prior of 1/2 cost
+  // ~10 wasted rows per sequence at k3-mini's shapes before it faded).
+  double accepted_ = 0, rejected_ = 1;
+  int cool_down_ = 0;       // passes left before the next probe
+  int next_cool_down_ = 1;  // the cool-down after the next failed probe
+  bool probing_ = false;    // the last choice was a probe
 };
 
 }  // namespace nj

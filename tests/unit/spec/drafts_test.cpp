@@ -8,7 +8,8 @@
 namespace nj {
 namespace {
 
-TEST_CASE("prompt lookup drafts what followed the longest matching suffix most recently", "[engine][spec]") {
+TEST_CASE("prompt lookup drafts what followed the longest matching suffix most recently",
+          "[engine][spec]") {
   NgramDrafter d;
   std::vector<int32_t> out;
   // "1 2 3 4 ... 1 2" → 3 4 5; the later "9 1 2 7" loses to the longer match "8 1 2".
@@ -46,7 +47,8 @@ PassCost disk_bound() {
   return c;
 }
 
-TEST_CASE("the draft length grows with acceptance and backs off when drafts fail", "[engine][spec]") {
+TEST_CASE("the draft length grows with acceptance and backs off when drafts fail",
+          "[engine][spec]") {
   const PassCost cost = disk_bound();
   SECTION("drafts always accepted: k reaches the cap") {
     DraftLength k;
@@ -67,6 +69,28 @@ TEST_CASE("the draft length grows with acceptance and backs off when drafts fail
     }
     CHECK(drafted_late <= 500 / 64 + 1);
     CHECK(k.acceptance() < 0.1);
+  }
+  SECTION("a new sequence whose drafts are wrong from the start drafts one row per probe") {
+    DraftLength k;
+    CHECK(k.acceptance() == 0);
+    int drafted = 0, passes_with_drafts = 0;
+    for (int i = 0; i < 32; ++i) {
+      const int n = k.choose(cost, 8, PassLoad{1, 1});
+      CHECK(n <= 1);
+      k.record(n, 0);
+      drafted += n;
+      passes_with_drafts += n > 0 ? 1 : 0;
+    }
+    CHECK(drafted == 5);  // probes after cool-downs of 0, 1, 2, 4, 8 passes
+    CHECK(passes_with_drafts == 5);
+  }
+  SECTION("one accepted probe lets k grow") {
+    DraftLength k;
+    const int first = k.choose(cost, 8, PassLoad{1, 1});
+    CHECK(first == 1);
+    k.record(first, 1);
+    CHECK(k.acceptance() > 0.5);
+    CHECK(k.choose(cost, 8, PassLoad{1, 1}) > 1);
   }
   SECTION("a sequence that starts accepting again is drafted for again") {
     DraftLength k;
