@@ -76,6 +76,12 @@ class Speculative(unittest.TestCase):
                                          "--draft-ids", ",".join(map(str, truth)))
                         self.assertEqual(right["output_ids"], truth)
                         self.assertEqual(right["speculation"]["accepted"], right["speculation"]["drafted"])
+                        # All the drafts asked for when resident; under a budget, what is left over.
+                        most = right["speculation"]["max_draft_tokens"]
+                        if budget:
+                            self.assertLessEqual(most, int(k))
+                        else:
+                            self.assertEqual(most, int(k))
                         bad = generate("--prompt", PLAIN, "--max-tokens", "30", *sampling, *budget,
                                        "--speculative", "oracle", "--draft-tokens", k,
                                        "--draft-ids", ",".join(map(str, wrong)))
