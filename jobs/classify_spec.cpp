@@ -221,7 +221,7 @@ void read_classify_kind(MapReader& top, JobSpec& spec, const std::string& base_d
 }
 
 void report_other_kind_keys(MapReader& top, JobKind kind) {
-  static const char* const kGenerateOnly[] = {"defaults"};
+  static const char* const kGenerateOnly[] = {"defaults", "speculative"};
   static const char* const kClassifyOnly[] = {"template", "labels", "inputs", "outputs"};
   const bool classify = kind == JobKind::kClassify;
   for (const char* key : classify ? std::span<const char* const>(kGenerateOnly)

@@ -15,6 +15,25 @@ const char* job_kind_name(JobKind kind) {
   return "?";
 }
 
+const char* speculative_mode_name(SpeculativeMode mode) {
+  switch (mode) {
+    case SpeculativeMode::kAuto:
+      return "auto";
+    case SpeculativeMode::kOff:
+      return "off";
+    case SpeculativeMode::kNgram:
+      return "ngram";
+  }
+  return "?";
+}
+
+Result<SpeculativeMode> parse_speculative_mode(const std::string& name) {
+  if (name == "auto") return SpeculativeMode::kAuto;
+  if (name == "off") return SpeculativeMode::kOff;
+  if (name == "ngram") return SpeculativeMode::kNgram;
+  return invalid_argument("unknown mode '" + name + "' (known: auto, ngram, off)");
+}
+
 Result<JobKind> parse_job_kind(const std::string& name) {
   if (name == "generate") return JobKind::kGenerate;
   if (name == "classify") return JobKind::kClassify;
@@ -150,6 +169,7 @@ nlohmann::json job_settings_to_json(const JobSpec& spec) {
       spec.memory_bytes ? nlohmann::json(*spec.memory_bytes) : nlohmann::json(nullptr);
   j["max_context"] = job_max_context(spec);
   if (spec.classify) j["classify"] = classify_settings_to_json(*spec.classify);
+  if (spec.kind == JobKind::kGenerate) j["speculative"] = speculative_mode_name(spec.speculative);
   return j;
 }
 

@@ -23,6 +23,14 @@ namespace nj::jobs {
 // against a fixed label set (jobs/classify_spec.h).
 enum class JobKind { kGenerate, kClassify };
 
+// `speculative:` of a generate job (engine/spec/): draft tokens by prompt lookup and verify
+// them exactly (the tokens never change), never, or as the planner decides at the job's
+// budget (engine/spec/pass_cost.h, speculation_pays).
+enum class SpeculativeMode { kAuto, kOff, kNgram };
+const char* speculative_mode_name(SpeculativeMode mode);
+// "auto", "off", "ngram"; InvalidArgument naming the known values for anything else.
+Result<SpeculativeMode> parse_speculative_mode(const std::string& name);
+
 const char* job_kind_name(JobKind kind);
 // "generate" -> kGenerate, "classify" -> kClassify. InvalidArgument for anything else.
 Result<JobKind> parse_job_kind(const std::string& name);
@@ -96,6 +104,7 @@ struct JobSpec {
   std::string memory_where;              // "<spec>:<line>:<col>" of the memory value
   int max_attempts = 3;  // failed attempts (errors, lost processes) before an item fails
   int priority = 0;      // higher runs first; FIFO among equals
+  SpeculativeMode speculative = SpeculativeMode::kAuto;  // generate only; auto: on where it pays
   std::vector<ItemSpec> items;
   std::optional<ClassifySpec> classify;  // set exactly when kind is classify
 };

@@ -82,6 +82,17 @@ void read_prompt(MapReader& item, ItemSpec& out) {
 void read_generate_kind(MapReader& top, JobSpec& spec) {
   SpecErrors& errors = top.errors();
   GenerateParams defaults;
+  if (auto v = top.string("speculative", Need::kOptional)) {
+    auto mode = parse_speculative_mode(*v);
+    if (!mode.ok())
+      errors.add(*top.find("speculative"), "speculative", mode.status().message());
+    else if (*mode == SpeculativeMode::kNgram)  // refused rather than silently ignored
+      errors.add(*top.find("speculative"), "speculative",
+                 "ngram is not used by run yet (its items decode plainly); use auto or off, or "
+                 "`nightjar generate --speculative ngram` for one prompt");
+    else
+      spec.speculative = *mode;
+  }
   if (auto node = top.find("defaults")) {
     MapReader map(errors, *node, "defaults");
     read_generate_params(map, defaults);

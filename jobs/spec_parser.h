@@ -9,6 +9,9 @@
 //   max_attempts: N            optional, default 3: failed attempts (errors, lost processes)
 //                              after which an item fails with its last error
 //   priority: N                optional, default 0; higher first, FIFO among equals
+//   speculative: MODE          optional, generate only: auto (default) or off. `run` does not
+//                              speculate yet, so both decode plainly; ngram (prompt-lookup
+//                              drafts, verified exactly) is refused until it does
 //   defaults:                  optional per-item settings (each key also allowed per item)
 //     max_tokens: N            tokens to generate, 1..1048576, default 64
 //     temperature: X           0 = greedy (default); > 0 samples

@@ -42,14 +42,19 @@ void Activations::allocate(const ModelConfig& c, const ActivationShape& s) {
 }
 
 void Activations::ensure(const ModelConfig& c, const ActivationShape& s) {
+  const bool same_rollback = s.tentative_sequences == 0 || s.kda_rollback == shape.kda_rollback;
   if (s.rows <= shape.rows && s.sequences <= shape.sequences && s.max_context <= shape.max_context &&
-      s.logits_rows <= shape.logits_rows)
+      s.logits_rows <= shape.logits_rows && s.tentative_sequences <= shape.tentative_sequences &&
+      s.tentative_rows <= shape.tentative_rows && same_rollback)
     return;
   // A context grows by one position per decoded token: grow it geometrically.
   const int context = s.max_context <= shape.max_context ? shape.max_context
                                                          : std::max(s.max_context, 2 * shape.max_context);
   allocate(c, ActivationShape{std::max(s.rows, shape.rows), std::max(s.sequences, shape.sequences), context,
-                              std::max(s.logits_rows, shape.logits_rows)});
+                              std::max(s.logits_rows, shape.logits_rows),
+                              std::max(s.tentative_sequences, shape.tentative_sequences),
+                              std::max(s.tentative_rows, shape.tentative_rows),
+                              s.tentative_sequences > 0 ? s.kda_rollback : shape.kda_rollback});
 }
 
 uint64_t Activations::allocated_bytes() const {

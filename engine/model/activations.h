@@ -15,12 +15,30 @@
 
 namespace nj {
 
+// How a tentative pass (batch.h) keeps KDA's recurrence undoable. Memory decides it: replay
+// logs ~4 floats per channel and row (q, k, v, alpha) and one trial state per sequence,
+// snapshots a whole state per row: at K3's shapes (69 KDA layers, S 6.3 MB per layer) with 8
+// drafts, ~0.22 GB against ~3.6 GB per sequence (both with the conv inputs log). Time is
+// close: replay redoes the kept rows' recurrence, snapshots copy S after every row
+// (tests/bench/run_spec_bench.sh compares both on k3-mini). So replay is the default.
+enum class KdaRollback : uint8_t {
+  kReplay,     // the pass runs the recurrence on a trial copy of S and logs each row's
+               // inputs; keep(n) replays the first n rows on the sequence's own S
+  kSnapshots,  // the pass advances S in place and copies it after every row; keep(n)
+               // copies back the one after row n-1
+};
+inline constexpr KdaRollback kDefaultKdaRollback = KdaRollback::kReplay;
+
 // What the activations are sized for.
 struct ActivationShape {
   int rows = 1;         // token rows in one pass, over all its sequences
   int sequences = 1;    // sequences in one pass
   int max_context = 1;  // positions one sequence may attend over (MLA scores)
   int logits_rows = 1;  // rows whose logits a pass computes
+  // Tentative steps in one pass, and the rows each may carry (1 + drafted tokens).
+  int tentative_sequences = 0;
+  int tentative_rows = 0;
+  KdaRollback kda_rollback = kDefaultKdaRollback;
 };
 
 template <class T>
@@ -83,6 +101,19 @@ struct FfnActivations {
   Buf<float> g, u;  // [rows][max(dense_inter, shared_inter)]
 };
 
+// What a pass keeps of its tentative steps so that each can settle on any prefix of its
+// rows (Forward::keep). Per tentative step and KDA layer, both modes log the rows' pre-conv
+// inputs (the conv history is rolled forward only by keep); replay also logs the
+// recurrence's inputs and runs the pass's recurrence on a trial copy, snapshots keep S after
+// each row. MLA needs nothing: its cache is truncated.
+struct RollbackActivations {
+  Buf<float> conv_in;  // [tentative][kda_layers][3][tentative_rows][P] raw q, k, v
+  Buf<float> inputs;   // replay: [tentative][kda_layers] planes q, k, v, alpha [tentative_rows][P]
+                       // and beta [tentative_rows][H], as the recurrence reads them
+  Buf<float> trial;    // replay: [tentative][H][D][D] the pass's recurrence, one layer at a time
+  Buf<float> snapshots;  // snapshots: [tentative][kda_layers][tentative_rows - 1][H][D][D]
+};
+
 // Matrix kernels arrange BF16/MXFP4 activations into thread-local scratch of their own
 // (engine/ops/kernels.h); not allocated here, but counted by the estimate.
 struct Activations {
@@ -91,6 +122,7 @@ struct Activations {
   MlaActivations mla;
   MoeActivations moe;
   FfnActivations ffn;
+  RollbackActivations rollback;
   ActivationShape shape;  // what they are allocated for
 
   // Sizes every buffer for `s` (growing only). REQUIRES: s's fields >= 1.
@@ -143,10 +175,19 @@ void visit_buffers(A& a, const ModelConfig& c, const ActivationShape& s, F&& f) 
     f(a.kda.beta, R * H);
     f(a.kda.za, R * D);
     f(a.kda.ud, static_cast<size_t>(s.sequences) * H * 2 * D);
+    const size_t ts = static_cast<size_t>(s.tentative_sequences),
+                 tr = static_cast<size_t>(s.tentative_rows),
+                 layers = static_cast<size_t>(c.num_kda_layers()), DD = D * D;
+    const bool replay = s.kda_rollback == KdaRollback::kReplay;
+    f(a.rollback.conv_in, ts * layers * 3 * tr * P);
+    f(a.rollback.inputs, replay ? ts * layers * tr * (4 * P + H) : 0);
+    f(a.rollback.trial, replay ? ts * H * DD : 0);
+    f(a.rollback.snapshots, replay || tr == 0 ? 0 : ts * layers * (tr - 1) * H * DD);
   }
   if (c.num_mla_layers() > 0) {
     const size_t nh = static_cast<size_t>(c.heads), kvl = static_cast<size_t>(c.kv_lora_rank),
-                 rope = static_cast<size_t>(c.qk_rope), qk = static_cast<size_t>(c.qk_nope + c.qk_rope),
+                 rope = static_cast<size_t>(c.qk_rope),
+                 qk = static_cast<size_t>(c.qk_nope + c.qk_rope),
                  vd = static_cast<size_t>(c.v_head_dim);
     f(a.mla.qa, R * static_cast<size_t>(c.q_lora_rank));
     f(a.mla.q, R * nh * qk);

@@ -88,4 +88,12 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, std::span<const SeqR
   ops::matmul(w.o_proj, o, rows, orow, out, hs);
 }
 
+void mla_keep(const ModelConfig& c, LayerState& st, int64_t positions) {
+  const size_t n = static_cast<size_t>(positions);
+  NJ_CHECK_MSG(n * static_cast<size_t>(c.kv_lora_rank) <= st.latent.size(),
+               "mla_keep: more positions than cached");
+  st.latent.resize(n * static_cast<size_t>(c.kv_lora_rank));
+  st.rope.resize(n * static_cast<size_t>(c.qk_rope));
+}
+
 }  // namespace nj

@@ -11,6 +11,14 @@
 // rows and state. Each (weight row, token row) product has one canonical order
 // (engine/ops/kernels.h), so a sequence's logits are bit-identical whatever else shares
 // its pass: batch size is a throughput dial, never a quality dial.
+//
+// Tentative steps (speculative decoding, engine/spec/). A step marked `tentative` feeds a
+// token and the drafted tokens after it, takes the logits at every row, and leaves its
+// sequence unsettled: the caller then decides how many of its rows plain decoding would
+// have fed and calls Forward::keep(state, n), after which the state is bit for bit the one
+// that feeding only those n tokens would have produced. MLA caches and the token list are
+// truncated; KDA's recurrence cannot be undone, so the pass keeps what is needed to redo
+// it on the kept rows (KdaRollback, activations.h).
 #pragma once
 
 #include <cstdint>
@@ -57,6 +65,9 @@ struct SeqStep {
   LogitsWanted logits = LogitsWanted::kLast;
   float* all_logits = nullptr;  // with kAll: receives [ids.size()][vocab]
   SequenceUsage* usage = nullptr;            // when given, this step's share is added to it
+  // Speculative verification (see the top of this file): the state stays unsettled until
+  // Forward::keep. REQUIRES: logits == kAll.
+  bool tentative = false;
 };
 
 // Feeds `ids` to one sequence as steps of at most `chunk` rows, each handed to `run` (one
@@ -73,6 +84,7 @@ struct SeqRows {
   LayerState* state = nullptr;
   int row0 = 0;
   int rows = 0;
+  int tentative = -1;  // the step's index among the pass's tentative steps, or -1
 };
 
 }  // namespace nj

@@ -72,8 +72,10 @@ Status check_finite(std::span<const SeqStep> steps, const float* logits, size_t 
 
 Forward::Forward(Model& model, ForwardOptions options) : model_(model), options_(options) {
   const ModelConfig& c = model.config();
+  const int tentative_rows = std::max(0, options_.tentative_rows);
   acts_.allocate(c, ActivationShape{std::max(1, options_.max_rows), std::max(1, options_.max_sequences),
-                                    std::max(1, options_.max_context), 1});
+                                    std::max(1, options_.max_context), 1, tentative_rows > 0 ? 1 : 0,
+                                    tentative_rows, options_.kda_rollback});
   if (options_.record_routing) routing_ = RoutingProfile(c.layers, c.num_experts);
 }
 
@@ -109,6 +111,8 @@ Status Forward::validate(std::span<SeqStep> steps) const {
     if (s.state->layers.size() != static_cast<size_t>(c.layers))
       return invalid_argument(which + ": its state is shaped for another model");
     if (!seen.insert(s.state).second) return invalid_argument(which + ": its state is already in the pass");
+    if (s.tentative && s.logits != LogitsWanted::kAll)
+      return invalid_argument(which + " is tentative but does not ask for every position's logits");
     if (s.logits == LogitsWanted::kAll && !s.all_logits)
       return invalid_argument(which + " asks for every position's logits but gives no destination");
     for (int32_t id : s.ids)
@@ -120,6 +124,8 @@ Status Forward::validate(std::span<SeqStep> steps) const {
 }
 
 Status Forward::run(std::span<SeqStep> steps) {
+  if (!unsettled_.empty())
+    return failed_precondition("a tentative step of the previous pass is not settled (Forward::keep)");
   NJ_RETURN_IF_ERROR(validate(steps));
   const ModelConfig& c = model_.config();
   WeightSource& src = model_.weights();
@@ -129,11 +135,16 @@ Status Forward::run(std::span<SeqStep> steps) {
   // The pass's rows: step i owns [row0_i, row0_i + n_i).
   const int S = static_cast<int>(steps.size());
   std::vector<int> row0(steps.size());
-  int R = 0, logit_rows = 0, context = 1;
+  std::vector<int> slot(steps.size(), -1);  // index among the tentative steps
+  int R = 0, logit_rows = 0, context = 1, tentative = 0, tentative_rows = 0;
   bool decode_only = true;
   ids_.clear();
   for (size_t i = 0; i < steps.size(); ++i) {
     const SeqStep& s = steps[i];
+    if (s.tentative) {
+      slot[i] = tentative++;
+      tentative_rows = std::max(tentative_rows, static_cast<int>(s.ids.size()));
+    }
     row0[i] = R;
     R += static_cast<int>(s.ids.size());
     ids_.insert(ids_.end(), s.ids.begin(), s.ids.end());
@@ -141,7 +152,8 @@ Status Forward::run(std::span<SeqStep> steps) {
     context = std::max<int64_t>(context, s.state->position + static_cast<int64_t>(s.ids.size()));
     decode_only = decode_only && s.ids.size() == 1;
   }
-  acts_.ensure(c, ActivationShape{R, S, context, std::max(1, logit_rows)});
+  acts_.ensure(c, ActivationShape{R, S, context, std::max(1, logit_rows), tentative, tentative_rows,
+                                  options_.kda_rollback});
   for (const SeqStep& s : steps) reserve_context(c, *s.state, s.state->position + static_cast<int64_t>(s.ids.size()));
   StreamActivations& a = acts_.stream;
   const size_t hs = static_cast<size_t>(c.hidden), th = static_cast<size_t>(R) * hs;
@@ -170,6 +182,7 @@ Status Forward::run(std::span<SeqStep> steps) {
 
   src.will_need_layer(0);
   MoeCounters moe;
+  int kda_layer = 0;  // index among the KDA layers (the rollback log's)
   for (int l = 0; l < c.layers; ++l) {
     auto got = timed([&] { return src.layer(l); });
     if (!got.ok()) return got.status();
@@ -177,7 +190,7 @@ Status Forward::run(std::span<SeqStep> steps) {
     if (l + 1 < c.layers) src.will_need_layer(l + 1);
     for (size_t i = 0; i < steps.size(); ++i)
       layer_rows_[i] = SeqRows{&steps[i].state->layers[static_cast<size_t>(l)], row0[i],
-                               static_cast<int>(steps[i].ids.size())};
+                               static_cast<int>(steps[i].ids.size()), slot[i]};
 
     // prefix = h; with a bank, h = attn_res(blocks + [prefix])
     std::copy_n(a.h.data(), th, a.prefix.data());
@@ -191,7 +204,8 @@ Status Forward::run(std::span<SeqStep> steps) {
     // a = Attention(RMSNorm(h, input_layernorm)), each sequence on its own state
     for (int t = 0; t < R; ++t) ops::rmsnorm(&a.h[t * hs], w.input_norm, c.hidden, c.rms_eps, &a.xn[t * hs]);
     if (w.is_mla) mla_forward(c, w.mla, layer_rows_, a.xn.data(), R, a.a.data(), acts_.mla);
-    else kda_forward(c, w.kda, layer_rows_, a.xn.data(), R, a.a.data(), acts_.kda);
+    else kda_forward(c, w.kda, layer_rows_, a.xn.data(), R, a.a.data(), acts_.kda, acts_.rollback, acts_.shape,
+                     kda_layer++);
     if (prefix_none) std::copy_n(a.a.data(), th, a.prefix.data());
     else for (size_t i = 0; i < th; ++i) a.prefix[i] = a.prefix[i] + a.a[i];
     // h = attn_res(blocks + [prefix]) (also with a single bank entry)
@@ -231,9 +245,12 @@ Status Forward::run(std::span<SeqStep> steps) {
   NJ_RETURN_IF_ERROR(check_finite(steps, a.logits.data(), vocab));
 
   lr = 0;
-  for (SeqStep& s : steps) {
+  for (size_t i = 0; i < steps.size(); ++i) {
+    SeqStep& s = steps[i];
     const size_t n = s.ids.size();
     SequenceState& st = *s.state;
+    if (s.tentative)
+      unsettled_.push_back(Unsettled{&st, slot[i], st.position, static_cast<int>(n), static_cast<size_t>(lr)});
     if (s.logits == LogitsWanted::kNone) {
       st.last_logits.clear();
     } else {
@@ -282,6 +299,35 @@ Status Forward::run(std::span<SeqStep> steps) {
     u.expert_bytes_read = share * static_cast<double>(last_.expert_bytes_read);
     s.usage->add(u);
   }
+  return Status();
+}
+
+Status Forward::keep(SequenceState& state, int rows) {
+  auto it = std::find_if(unsettled_.begin(), unsettled_.end(),
+                         [&](const Unsettled& u) { return u.state == &state; });
+  if (it == unsettled_.end())
+    return invalid_argument("keep: the state was not a tentative step of the last pass");
+  if (rows < 1 || rows > it->rows)
+    return invalid_argument("keep: " + std::to_string(rows) + " rows of a step that fed " +
+                            std::to_string(it->rows));
+  const ModelConfig& c = model_.config();
+  const int64_t positions = it->position0 + rows;
+  int kda_layer = 0;
+  for (int l = 0; l < c.layers; ++l) {
+    LayerState& ls = state.layers[static_cast<size_t>(l)];
+    if (c.attention[static_cast<size_t>(l)] == AttentionKind::kMla)
+      mla_keep(c, ls, positions);
+    else
+      kda_keep(c, ls, acts_.rollback, acts_.shape, it->slot, kda_layer++, it->rows, rows,
+               acts_.kda);
+  }
+  const size_t vocab = static_cast<size_t>(c.vocab);
+  const float* last =
+      acts_.stream.logits.data() + (it->logits_row0 + static_cast<size_t>(rows - 1)) * vocab;
+  state.last_logits.assign(last, last + vocab);
+  state.tokens.resize(static_cast<size_t>(positions));
+  state.position = positions;
+  unsettled_.erase(it);
   return Status();
 }
 

@@ -60,8 +60,18 @@ uint64_t sequence_state_bytes(const ModelConfig& c, int max_context) {
 ActivationShape planned_activation_shape(const PlanOptions& o) {
   const int batch = std::max(1, o.batch);
   const int chunk = std::max(1, o.prefill_chunk);
-  const int rows = o.windows ? batch * chunk : std::max(chunk, batch);
-  return ActivationShape{rows, batch, std::max(1, o.max_context), o.all_logits ? rows : batch};
+  const int per_sequence = 1 + std::max(0, o.draft_tokens);  // a decode pass's rows per sequence
+  // Windows: every sequence may bring a whole prefill chunk to a pass.
+  const int rows = o.windows ? batch * std::max(chunk, per_sequence)
+                             : std::max(chunk, batch * per_sequence);
+  ActivationShape s{rows, batch, std::max(1, o.max_context),
+                    o.all_logits ? rows : batch * per_sequence};
+  if (o.draft_tokens > 0) {
+    s.tentative_sequences = batch;
+    s.tentative_rows = per_sequence;
+    s.kda_rollback = o.kda_rollback;
+  }
+  return s;
 }
 
 double expected_distinct_experts(int num_experts, int top_k, int rows) {
@@ -73,11 +83,12 @@ double expected_distinct_experts(int num_experts, int top_k, int rows) {
 namespace {
 
 // State and activations of a batch: what the budget holds besides weights.
-void batch_memory(const ModelConfig& c, const PlanOptions& o, int batch, uint64_t* state, uint64_t* scratch) {
+void batch_memory(const ModelConfig& c, const PlanOptions& o, int batch, uint64_t* state,
+                  uint64_t* scratch) {
   PlanOptions ob = o;
   ob.batch = batch;
-  *state = sequence_state_bytes(c, o.max_context) * static_cast<uint64_t>(std::max(1, o.sequence_states)) *
-           static_cast<uint64_t>(batch);
+  *state = sequence_state_bytes(c, o.max_context) *
+           static_cast<uint64_t>(std::max(1, o.sequence_states)) * static_cast<uint64_t>(batch);
   *scratch = activation_bytes(c, planned_activation_shape(ob));
 }
 
@@ -127,8 +138,10 @@ int largest_batch(const ModelLayout& layout, const PlanOptions& o, uint64_t budg
 }  // namespace
 
 uint64_t min_memory_for_batch(const ModelLayout& layout, const PlanOptions& o, int batch) {
+  PlanOptions plain = o;
+  plain.draft_tokens = 0;  // drafts are never part of the minimum
   uint64_t state = 0, scratch = 0;
-  batch_memory(layout.config(), o, batch, &state, &scratch);
+  batch_memory(layout.config(), plain, batch, &state, &scratch);
   return state + scratch + weight_minimum(layout, o).bytes();
 }
 
@@ -140,9 +153,30 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
   p.bandwidth_gbps = o.bandwidth_gbps;
   p.decode_gbps = o.decode_gbps;
   p.batch = std::max(1, o.batch);
-  p.rows_per_pass = planned_activation_shape(o).rows;
-  batch_memory(c, o, p.batch, &p.state_bytes, &p.scratch_bytes);
-  const uint64_t fixed = p.state_bytes + p.scratch_bytes;
+  // Steps 1-3 plan plain decoding: drafts get only what they leave over (see planner.h).
+  PlanOptions plain = o;
+  plain.draft_tokens = 0;
+  p.rows_per_pass = planned_activation_shape(plain).rows;
+  batch_memory(c, plain, p.batch, &p.state_bytes, &p.scratch_bytes);
+  uint64_t fixed = p.state_bytes + p.scratch_bytes;
+  // Settles the drafts per sequence on `d`: their rows' activations and rollback log.
+  auto plan_drafts = [&](int d) {
+    PlanOptions od = o;
+    od.draft_tokens = d;
+    uint64_t state = 0;
+    batch_memory(c, od, p.batch, &state, &p.scratch_bytes);
+    p.rows_per_pass = planned_activation_shape(od).rows;
+    p.draft_tokens = d;
+    fixed = p.state_bytes + p.scratch_bytes;
+  };
+  // The extra memory `d` drafts per sequence need over plain decoding.
+  auto draft_bytes = [&](int d) {
+    PlanOptions od = o;
+    od.draft_tokens = d;
+    uint64_t state = 0, scratch = 0;
+    batch_memory(c, od, p.batch, &state, &scratch);
+    return scratch - p.scratch_bytes;
+  };
 
   std::vector<Unit> units;
   for (int l = 0; l <= c.layers; ++l) {
@@ -156,7 +190,8 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
   for (int l = 0; l < c.layers; ++l) {
     if (c.is_dense(l)) continue;
     moe_layers.push_back(l);
-    for (int e = 0; e < c.num_experts; ++e) expert_read = std::max(expert_read, read_bytes(layout.expert(l, e).unit));
+    for (int e = 0; e < c.num_experts; ++e)
+      expert_read = std::max(expert_read, read_bytes(layout.expert(l, e).unit));
   }
   const WeightMinimum wmin = weight_minimum(layout, o);
   const uint64_t expert_buffer = wmin.expert_buffer, largest_unit = wmin.largest_unit;
@@ -190,6 +225,7 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
 
   if (budget == 0) {  // no budget: everything resident
     p.everything_resident = true;
+    plan_drafts(std::max(0, o.draft_tokens));
     p.pinned.assign(units.size(), true);
     p.expert_buffers = static_cast<int>(moe_layers.size()) * c.num_experts;
     for (int l : moe_layers) p.expert_cache_slots[static_cast<size_t>(l)] = c.num_experts;
@@ -202,19 +238,20 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
       return resource_exhausted(
           "memory budget " + format_bytes(budget) + " is below the minimum of " +
           format_bytes(p.min_memory_bytes) + " (" + std::to_string(p.min_memory_bytes) +
-          " bytes) this model needs" + (p.batch > 1 ? " for a batch of " + std::to_string(p.batch) : "") +
-          ": sequence state " + format_bytes(p.state_bytes) + ", activations " +
-          format_bytes(p.scratch_bytes) +
+          " bytes) this model needs" +
+          (p.batch > 1 ? " for a batch of " + std::to_string(p.batch) : "") + ": sequence state " +
+          format_bytes(p.state_bytes) + ", activations " + format_bytes(p.scratch_bytes) +
           (wmin.staging ? ", block staging " + format_bytes(wmin.staging) : std::string()) + ", " +
-          std::to_string(ring_slots) +
-          " x the largest trunk unit " + format_bytes(largest_unit) + ", " +
-          std::to_string(min_expert_buffers) + " x one expert " + format_bytes(expert_buffer) + fits);
+          std::to_string(ring_slots) + " x the largest trunk unit " + format_bytes(largest_unit) +
+          ", " + std::to_string(min_expert_buffers) + " x one expert " +
+          format_bytes(expert_buffer) + fits);
     }
     int buffers = min_expert_buffers;
     const int step_experts = std::min(c.num_experts, p.batch * c.top_k);
     auto total = [&](const std::vector<bool>& pinned, int slots, int nbuf) {
       return fixed + p.staging_bytes + pinned_sum(pinned) + held_sum(p.held) +
-             static_cast<uint64_t>(slots) * ring_for(pinned) + static_cast<uint64_t>(nbuf) * expert_buffer;
+             static_cast<uint64_t>(slots) * ring_for(pinned) +
+             static_cast<uint64_t>(nbuf) * expert_buffer;
     };
     // 2. up to the experts one decode step needs, so that a layer's misses are read at once
     while (!moe_layers.empty() && buffers < step_experts &&
@@ -223,10 +260,12 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
     // 3. trunk units kept in memory, pinned or held (trunk_residency.h)
     std::vector<TrunkUnitCost> costs;
     for (const Unit& u : units)
-      costs.push_back({u.buffer_bytes, u.read_bytes, u.decoded_bytes ? u.read_bytes : 0, u.decoded_bytes});
+      costs.push_back(
+          {u.buffer_bytes, u.read_bytes, u.decoded_bytes ? u.read_bytes : 0, u.decoded_bytes});
     const TrunkCostModel model{o.bandwidth_gbps, o.decode_gbps,
                                lossless ? o.pin_compressed : PinCompressed::kNever};
-    auto split = [&](const std::vector<UnitResidency>& r, std::vector<bool>* pinned, std::vector<bool>* held) {
+    auto split = [&](const std::vector<UnitResidency>& r, std::vector<bool>* pinned,
+                     std::vector<bool>* held) {
       for (size_t i = 0; i < r.size(); ++i) {
         (*pinned)[i] = r[i] == UnitResidency::kPinned;
         (*held)[i] = r[i] == UnitResidency::kHeld;
@@ -241,7 +280,14 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
                  static_cast<uint64_t>(buffers) * expert_buffer;
         });
     split(residency, &p.pinned, &p.held);
-    // 4. expert-cache slots, evenly over the MoE layers
+    // 4. drafts: as many per sequence as the memory left over holds, up to the most asked for
+    {
+      const uint64_t left = budget - total(p.pinned, ring_slots, buffers);
+      int d = std::max(0, o.draft_tokens);
+      while (d > 0 && draft_bytes(d) > left) --d;
+      plan_drafts(d);
+    }
+    // 5. expert-cache slots, evenly over the MoE layers
     if (!moe_layers.empty()) {
       const uint64_t left = budget - total(p.pinned, ring_slots, buffers);
       uint64_t extra = expert_buffer ? left / expert_buffer : 0;
@@ -298,8 +344,10 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
   }
   p.predicted_expert_hit_rate =
       moe_layers.empty() ? 0 : hit_sum / static_cast<double>(moe_layers.size());
-  p.predicted_trunk_bytes_per_token = p.predicted_trunk_bytes_per_step / static_cast<uint64_t>(p.batch);
-  p.predicted_expert_bytes_per_token = p.predicted_expert_bytes_per_step / static_cast<uint64_t>(p.batch);
+  p.predicted_trunk_bytes_per_token =
+      p.predicted_trunk_bytes_per_step / static_cast<uint64_t>(p.batch);
+  p.predicted_expert_bytes_per_token =
+      p.predicted_expert_bytes_per_step / static_cast<uint64_t>(p.batch);
   p.predicted_seconds_per_step =
       static_cast<double>(p.predicted_bytes_per_step()) / (o.bandwidth_gbps * 1e9);
   p.predicted_seconds_per_token = p.predicted_seconds_per_step / p.batch;
@@ -375,15 +423,15 @@ std::string ResidencyPlan::to_text() const {
   int nheld = 0;
   for (size_t i = 0; i + 1 < held.size(); ++i) nheld += held[i];
   if (held_bytes)
-    o << "held compressed     " << nheld << " layers" << (held.back() ? ", and the head" : "") << " ("
-      << format_bytes(held_bytes) << ", decoded on each use)\n";
+    o << "held compressed     " << nheld << " layers" << (held.back() ? ", and the head" : "")
+      << " (" << format_bytes(held_bytes) << ", decoded on each use)\n";
   o << "trunk ring          " << ring_slots << " x " << format_bytes(ring_slot_bytes) << "\n";
   if (staging_bytes) o << "block staging       " << format_bytes(staging_bytes) << "\n";
   const int cached = std::accumulate(expert_cache_slots.begin(), expert_cache_slots.end(), 0);
   o << "expert buffers      " << expert_buffers << " x " << format_bytes(expert_buffer_bytes)
     << " (" << cached << " cache slots over the MoE layers)\n";
-  o << "batch               " << batch << " sequence" << (batch == 1 ? "" : "s") << " per step, passes of up to "
-    << rows_per_pass << " rows";
+  o << "batch               " << batch << " sequence" << (batch == 1 ? "" : "s")
+    << " per step, passes of up to " << rows_per_pass << " rows";
   if (budget_bytes) o << " (this budget holds up to " << max_batch << ")";
   o << "\n";
   o << "state + activations " << format_bytes(state_bytes) << " + " << format_bytes(scratch_bytes)
@@ -394,16 +442,18 @@ std::string ResidencyPlan::to_text() const {
   std::snprintf(buf + 64, 64, "%.1f", predicted_distinct_experts);
   o << "reads per step      " << format_bytes(predicted_bytes_per_step()) << " (trunk "
     << format_bytes(predicted_trunk_bytes_per_step) << ", experts "
-    << format_bytes(predicted_expert_bytes_per_step) << ": " << (buf + 64) << " distinct per layer at a " << buf
-    << " cache hit rate, "
+    << format_bytes(predicted_expert_bytes_per_step) << ": " << (buf + 64)
+    << " distinct per layer at a " << buf << " cache hit rate, "
     << (routing_profile_used ? "from the routing profile" : "assuming uniform routing") << ")\n";
   o << "reads per token     " << format_bytes(predicted_bytes_per_token()) << "\n";
-  std::snprintf(buf, sizeof buf, "%.3f s per step at %.2f GB/s, %.3f s per token, %.3f tokens/s in all",
+  std::snprintf(buf, sizeof buf,
+                "%.3f s per step at %.2f GB/s, %.3f s per token, %.3f tokens/s in all",
                 predicted_seconds_per_step, bandwidth_gbps, predicted_seconds_per_token,
                 predicted_tokens_per_second);
   o << "I/O floor           " << buf << "\n";
   if (predicted_decode_bytes_per_step) {
-    std::snprintf(buf, sizeof buf, "%.3f s at %.1f GB/s", predicted_decode_seconds_per_step, decode_gbps);
+    std::snprintf(buf, sizeof buf, "%.3f s at %.1f GB/s", predicted_decode_seconds_per_step,
+                  decode_gbps);
     o << "decode per step     " << format_bytes(predicted_decode_bytes_per_step) << ", " << buf
       << " on one I/O thread\n";
   }

@@ -17,7 +17,13 @@
 //      their stored bytes and decoded on each use (trunk_residency.h chooses, by predicted
 //      seconds saved per byte; without a lossless pack: pinned, largest first, since
 //      pinning the largest also shrinks the ring);
-//   4. expert-cache slots, spread evenly over the MoE layers.
+//   4. speculative decoding's drafts (PlanOptions::draft_tokens): the activations and
+//      rollback log of their rows, with as many drafts per sequence as what is left holds
+//      (ResidencyPlan::draft_tokens, possibly 0). Drafts come after the trunk so that they
+//      never make a pass read more than plain decoding's: a sequence whose drafts are never
+//      accepted then pays only the rows it drafts (engine/spec/draft_length.h). Their rows'
+//      experts use the expert cache's slots as read buffers;
+//   5. expert-cache slots, spread evenly over the MoE layers.
 // A lossless pack also needs one staging buffer per I/O thread (a stored block read before
 // it is decoded into the ring): part of the minimum.
 // The plan never changes the tokens: only where bytes come from.
@@ -52,6 +58,11 @@ struct PlanOptions {
   // the same pass, so a window of documents is prefilled together, each weight read once
   // for all of them.
   bool windows = false;
+  // Speculative decoding (engine/spec/): a decode pass carries up to 1 + draft_tokens rows
+  // per sequence, with their logits, and the rollback log of each (activations.h). The
+  // most asked for: the plan holds ResidencyPlan::draft_tokens of them (step 4 above).
+  int draft_tokens = 0;
+  KdaRollback kda_rollback = kDefaultKdaRollback;
   int sequence_states = 1;  // states held per sequence (a classification keeps the state
                             // after its prompt while it scores labels that share tokens: 2)
   int ring_slots = 2;       // trunk units in memory at once when streaming: one computes while the
@@ -87,6 +98,7 @@ struct ResidencyPlan {
 
   int batch = 1;               // sequences per decode pass
   int rows_per_pass = 1;       // the most rows a pass carries (activations are sized for it)
+  int draft_tokens = 0;        // drafts per sequence per pass the budget holds (<= asked for)
   int max_batch = 0;           // the largest batch this budget holds (0: not even one)
   uint64_t state_bytes = 0;    // batch x sequence_states x the sequence state at max_context
   uint64_t scratch_bytes = 0;  // the activations of a pass (activations.h), kernels' scratch
@@ -135,10 +147,12 @@ struct ResidencyPlan {
 // Bytes of sequence state (KDA S + conv history, MLA cache at max_context, last logits).
 uint64_t sequence_state_bytes(const ModelConfig& c, int max_context);
 
-// The activation shape of the passes `o` describes (rows = max(prefill_chunk, batch)).
+// The activation shape of the passes `o` describes (rows = max(prefill_chunk, batch x (1 +
+// draft_tokens))).
 ActivationShape planned_activation_shape(const PlanOptions& o);
 
-// The smallest budget a batch of `batch` sequences runs in with options `o`.
+// The smallest budget a batch of `batch` sequences runs in with options `o` (drafts, which
+// only take memory left over, are not part of it).
 uint64_t min_memory_for_batch(const ModelLayout& layout, const PlanOptions& o, int batch);
 
 // Expected distinct experts among `rows` rows routed uniformly to top_k of num_experts.

@@ -23,6 +23,9 @@ struct SessionOptions {
   int prefill_chunk = kDefaultPrefillChunk;
   // Record which experts each pass requests (RoutingProfile), for `plan --routing-profile`.
   bool record_routing = false;
+  // Rows of a tentative pass (feed_tentative) reserved up front; 0 without speculation.
+  int tentative_rows = 0;
+  KdaRollback kda_rollback = kDefaultKdaRollback;
 };
 
 // Not thread-safe: one call at a time. The model must outlive the session.
@@ -37,6 +40,12 @@ class Session {
   // (restore a state checkpoint to continue). Logits that are not all finite are an error
   // (NonFinite, from Forward::run), never handed on to be sampled.
   Status feed(std::span<const int32_t> ids, std::vector<float>* all_logits = nullptr);
+
+  // Speculative verification (batch.h): feeds `ids` in one tentative pass, `all_logits`
+  // receiving [ids.size()][vocab]; the state is unsettled until keep(rows) settles it on the
+  // first `rows` ids. Errors as feed; keep's as Forward::keep.
+  Status feed_tentative(std::span<const int32_t> ids, std::vector<float>* all_logits);
+  Status keep(int rows) { return forward_.keep(state_, rows); }
 
   const std::vector<float>& last_logits() const { return state_.last_logits; }
   int64_t position() const { return state_.position; }

@@ -18,6 +18,7 @@
 #include "engine/model/sampler.h"
 #include "engine/model/session.h"
 #include "engine/ops/cpu.h"
+#include "engine/spec/decode.h"
 #include "engine/state/state_file.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "jobs/chat/chat_format.h"
@@ -109,6 +110,10 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     bool override_sampling = false;
     std::string prompts_file;
     int batch = 0;
+    std::string speculative = "off";
+    int draft_tokens = DraftLengthOptions{}.max_draft_tokens;
+    std::string draft_ids;
+    std::string kda_rollback = "replay";
   };
   auto a = std::make_shared<Args>();
   auto flags = std::make_shared<SamplingFlags>();
@@ -162,8 +167,33 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
   sub->add_option("--batch", a->batch,
                   "With --prompts-file: sequences per pass over the weights (default: all the budget holds)")
       ->check(CLI::PositiveNumber);
-  table.emplace_back(sub, [a, flags]() -> int {
+  sub->add_option("--speculative", a->speculative,
+                  "Speculative decoding: off (default); ngram (drafts from the prompt and output so far, "
+                  "verified exactly: the tokens never change); oracle (drafts given by --draft-ids, for "
+                  "benchmarks)")
+      ->check(CLI::IsMember({"off", "ngram", "oracle"}));
+  CLI::Option* draft_tokens = sub->add_option("--draft-tokens", a->draft_tokens,
+                  "With --speculative: the most drafted tokens per pass (default 8; fewer are drafted "
+                  "while drafts are rarely accepted)")
+      ->check(CLI::Range(1, 64));
+  sub->add_option("--draft-ids", a->draft_ids,
+                  "With --speculative oracle: the drafts, as the output_ids of a previous run of the same "
+                  "prompt (or anything else: drafts never change the output)");
+  sub->add_option("--kda-rollback", a->kda_rollback,
+                  "With --speculative: how KDA layers undo rejected drafts, replay (default: recompute the "
+                  "kept rows, small) or snapshots (copy the state after every row); never changes a token")
+      ->check(CLI::IsMember({"replay", "snapshots"}));
+  table.emplace_back(sub, [a, flags, draft_tokens]() -> int {
+    const bool speculate = a->speculative != "off";
+    if (!speculate && (draft_tokens->count() > 0 || !a->draft_ids.empty()))
+      return report_usage_error("--draft-tokens", invalid_argument("only applies with --speculative"));
+    if ((a->speculative == "oracle") != !a->draft_ids.empty())
+      return report_usage_error("--draft-ids", invalid_argument("--speculative oracle and --draft-ids go together"));
     if (!a->prompts_file.empty()) {
+      if (speculate)
+        return report_usage_error("--speculative",
+                                  invalid_argument("not yet with --prompts-file (the batch decode loop does "
+                                                   "not speculate yet); decode one prompt at a time"));
       if (!a->prompt_ids.empty() || !a->prompt_text.empty() || !a->prompt_file.empty() || !a->chat_file.empty() ||
           !a->load_state.empty() ||
           !a->save_state.empty() || !a->save_routing.empty())
@@ -217,6 +247,12 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     if (!resume && a->override_sampling)
       return report_usage_error("--override-sampling",
                                 invalid_argument("only applies with --load-state"));
+    std::vector<int32_t> oracle;
+    if (!a->draft_ids.empty()) {
+      auto parsed = parse_id_list(a->draft_ids);
+      if (!parsed.ok()) return report_usage_error("--draft-ids", parsed.status());
+      oracle = std::move(*parsed);
+    }
     std::vector<int32_t> prompt;
     // A chat: the reply's reader and the controls it needs.
     std::optional<jobs::ChatControls> controls;
@@ -269,11 +305,23 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     if (context > INT32_MAX)
       return report_usage_error("--max-tokens", invalid_argument("the context would exceed " +
                                                                  std::to_string(INT32_MAX)));
-    auto model = open_model(a->model, RunShape{static_cast<int>(context), prompt_len, false});
+    RunShape shape{static_cast<int>(context), prompt_len, false};
+    shape.draft_tokens = speculate ? a->draft_tokens : 0;
+    shape.kda_rollback = a->kda_rollback == "snapshots" ? KdaRollback::kSnapshots : KdaRollback::kReplay;
+    auto model = open_model(a->model, shape);
     if (!model.ok()) return report_failure(model.status());
     SessionOptions so;
     so.prefill_chunk = a->model.prefill_chunk;
     so.record_routing = !a->save_routing.empty();
+    // The drafts the budget holds beside plain decoding's plan (planner.h, step 4): never
+    // more than asked for, possibly none (every pass is then a plain step).
+    const int planned_drafts = speculate ? (*model)->plan().draft_tokens : 0;
+    if (speculate && planned_drafts < a->draft_tokens)
+      spdlog::warn("--speculative: the budget leaves room for {} drafted tokens per pass (asked for {}); "
+                   "drafts never take memory from the weights",
+                   planned_drafts, a->draft_tokens);
+    so.tentative_rows = speculate ? 1 + planned_drafts : 0;
+    so.kda_rollback = a->kda_rollback == "snapshots" ? KdaRollback::kSnapshots : KdaRollback::kReplay;
     Session session(**model, so);
     Sampler sampler(sp);
     if (resume) {
@@ -297,20 +345,55 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     int decode_steps = 0;
     auto t_decode = Clock::now();
     const int32_t eos = tokenizer && !a->ignore_eos ? tokenizer->eos_id() : -1;
+    // With speculation a pass also feeds drafts; verification emits exactly the tokens this
+    // loop would (engine/spec/verify.h), so the loop, its RNG and its last state are the same.
+    std::optional<SpeculativeDecoder> spec;
+    if (speculate) {
+      DraftLengthOptions dl;
+      dl.max_draft_tokens = planned_drafts;
+      std::unique_ptr<Drafter> drafter;
+      if (a->speculative == "oracle")
+        drafter = std::make_unique<ScriptedDrafter>(static_cast<size_t>(session.position()), oracle);
+      else
+        drafter = std::make_unique<NgramDrafter>();
+      spec.emplace(session, Speculator(std::move(drafter), dl), pass_cost((*model)->layout(), (*model)->plan()));
+    }
     std::optional<jobs::ChatReplyReader> reply;
     if (controls) reply.emplace(*tokenizer, *controls, reply_options);
-    for (int i = 0; i < a->max_tokens; ++i) {
+    // Called once for every emitted token, in order (the chat reader follows the reply).
+    const int max_tokens = a->max_tokens;
+    auto finishes = [&](int32_t id) {
+      const bool ended = reply ? reply->push(id) : id == eos;
+      return ended || static_cast<int>(out.size()) == max_tokens;
+    };
+    while (static_cast<int>(out.size()) < max_tokens) {
       const int32_t id = sampler.sample(session.last_logits());
       out.push_back(id);
-      const bool ended = reply ? reply->push(id) : id == eos;
-      const bool last = i + 1 == a->max_tokens || ended;
+      const bool last = finishes(id);
       if (last && !save) break;  // the last token needs no forward pass
       const int32_t one[1] = {id};
-      if (Status s = session.feed(one); !s.ok()) return report_failure(s);
+      if (last || !spec) {
+        if (Status s = session.feed(one); !s.ok()) return report_failure(s);
+        ++decode_steps;
+        if (last) break;
+        continue;
+      }
+      // Drafts stop one short of max_tokens: the last token is sampled, never fed.
+      auto accepted = spec->feed(sampler, id, max_tokens - static_cast<int>(out.size()) - 1, finishes, &out);
+      if (!accepted.ok()) return report_failure(accepted.status());
       ++decode_steps;
-      if (last) break;
+      if (accepted->finished) {  // a draft ended the generation: plain decoding stops there too
+        if (save) {
+          const int32_t eos_one[1] = {out.back()};
+          if (Status s = session.feed(eos_one); !s.ok()) return report_failure(s);
+          ++decode_steps;
+        }
+        break;
+      }
     }
     const double decode_s = seconds_since(t_decode);
+    // Tokens whose logits decoding computed (a pass may compute several with speculation).
+    const double decoded = static_cast<double>(out.size()) - (save || out.empty() ? 0 : 1);
     nlohmann::json saved;
     if (save) {
       auto t_save = Clock::now();
@@ -340,8 +423,16 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       j["generated_tokens"] = out.size();
       if (resume) j["resumed_from_position"] = resume_info.position;
       if (save) j["saved_state"] = saved;
+      if (spec) {
+        const SpeculationStats& st = spec->stats();
+        j["speculation"] = {{"max_draft_tokens", planned_drafts},
+                            {"passes", st.passes},
+                            {"drafted", st.drafted},
+                            {"accepted", st.accepted},
+                            {"tokens_per_pass", st.tokens_per_pass()}};
+      }
       j["timings"] = {{"load_s", load_s}, {"prefill_s", prefill_s}, {"decode_s", decode_s},
-                      {"decode_tokens_per_s", decode_steps > 0 ? decode_steps / decode_s : 0.0}};
+                      {"decode_tokens_per_s", decoded > 0 ? decoded / decode_s : 0.0}};
       j["run"] = run_info(session.stats());
       j["stats"] = stats_json(**model, session.stats());
       print_json(j);
@@ -367,6 +458,9 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       spdlog::info("prefill {} tokens in {:.3f} s; {} decode steps in {:.3f} s", prompt.size(),
                    prefill_s, decode_steps, decode_s);
       if (save) spdlog::info("state at position {} saved to {}", session.position(), a->save_state);
+      if (spec)
+        spdlog::info("speculation: {} passes, {} drafted, {} accepted ({:.2f} tokens per pass)", spec->stats().passes,
+                     spec->stats().drafted, spec->stats().accepted, spec->stats().tokens_per_pass());
     }
     if (a->model.stats) std::fprintf(stderr, "stats: %s\n", stats_text(stats_json(**model, session.stats())).c_str());
     if (!a->save_routing.empty()) {

@@ -77,6 +77,8 @@ Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape)
   o.plan.max_context = args.max_context > 0 ? args.max_context : std::max(1, shape.context);
   o.plan.all_logits = shape.all_logits;
   o.plan.batch = std::max(1, shape.batch);
+  o.plan.draft_tokens = std::max(0, shape.draft_tokens);
+  o.plan.kda_rollback = shape.kda_rollback;
   o.streaming.io_threads = args.io_threads;
   NJ_ASSIGN_OR_RETURN(o.plan.pin_compressed, parse_pin_compressed(args.pin_compressed));
   o.use_pack = !args.no_pack;

@@ -43,6 +43,8 @@ struct RunShape {
   int longest_feed = 0;
   bool all_logits = false;
   int batch = 1;  // sequences decoding together
+  int draft_tokens = 0;  // speculative decoding: the most drafts a sequence feeds per pass
+  KdaRollback kda_rollback = kDefaultKdaRollback;
 };
 
 // The ModelOptions the flags describe for a run of `shape`: the budget reserves sequence

@@ -86,7 +86,7 @@ TEST_CASE("every spec error names the file, line and column of the offending tex
       {"name: x\nmodel: /m\nkind: generate\nextra: 1\nitems:\n  - {id: a, prompt_ids: [1]}\n",
        "s.yaml:4:1",
        "unknown key 'extra' (known: defaults, items, kind, max_attempts, memory, model, name, "
-       "priority)"},
+       "priority, speculative)"},
       {"name: x\nmodel: /m\nkind: generate\nitems:\n  - {id: a, prompt_ids: [1]}\n  - {id: a, "
        "prompt_ids: [2]}\n",
        "s.yaml:6:10", "items[1].id: duplicate id 'a' (first used at line 5)"},
@@ -199,6 +199,37 @@ TEST_CASE("a model directory without config.json is reported at the model key", 
   Status s = bind_spec_to_model(*spec);
   REQUIRE_FALSE(s.ok());
   CHECK(s.message().rfind("s.yaml:2:8: model: /nonexistent/model", 0) == 0);
+}
+
+}  // namespace
+}  // namespace nj::jobs
+
+namespace nj::jobs {
+namespace {
+
+TEST_CASE(
+    "speculative: is auto by default or off when given; ngram is refused until run speculates",
+    "[jobs][spec]") {
+  const std::string head = "name: x\nmodel: /m\nkind: generate\n";
+  const std::string items = "items:\n  - {id: a, prompt_ids: [1]}\n";
+  auto plain = parse_job_spec(head + items, "s.yaml", "/");
+  REQUIRE(plain.ok());
+  CHECK(plain->speculative == SpeculativeMode::kAuto);
+  CHECK(job_settings_to_json(*plain)["speculative"] == "auto");
+  for (const char* mode : {"off", "auto"}) {
+    auto spec = parse_job_spec(head + "speculative: " + mode + "\n" + items, "s.yaml", "/");
+    REQUIRE(spec.ok());
+    CHECK(speculative_mode_name(spec->speculative) == std::string(mode));
+  }
+  auto ngram = parse_job_spec(head + "speculative: ngram\n" + items, "s.yaml", "/");
+  REQUIRE_FALSE(ngram.ok());
+  CHECK_THAT(ngram.status().message(),
+             Catch::Contains("s.yaml:4:14: speculative: ngram is not used by run yet"));
+  auto bad = parse_job_spec(head + "speculative: always\n" + items, "s.yaml", "/");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(
+      bad.status().message(),
+      Catch::Contains("s.yaml:4:14: speculative: unknown mode 'always' (known: auto, ngram, off)"));
 }
 
 }  // namespace
