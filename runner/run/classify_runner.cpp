@@ -2,12 +2,16 @@
 // scoring, the finish.
 #include "runner/run/classify_runner.h"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
+#include <string_view>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/model/numerics.h"
+#include "engine/model/sampler.h"
 #include "engine/model/session.h"
 #include "jobs/job_spec.h"
 #include "jobs/label_trie.h"
@@ -41,6 +45,15 @@ class ClassifyRun {
                             const char* what);
   // Puts the state after the template prefix into session_ (see classify_runner.h).
   Result<Step> prefix();
+  // A long document's prefill is checkpointed between its chunks (at the item's checkpoint
+  // cadence), so that a stopped or interrupted item resumes there rather than from the
+  // prefix. restore_document() puts the newest usable checkpoint of this item into
+  // session_ and returns the document tokens it holds (0: none, or it was unusable;
+  // nullopt: the lease is gone).
+  Result<std::optional<int64_t>> restore_document();
+  // Saves a checkpoint of the state mid-document when one is due (`now`: whenever the
+  // state holds document tokens not yet saved). False: the lease is gone.
+  Result<bool> checkpoint_document(bool now = false);
   Result<ItemReport> stopped(const std::string& reason);
   // A failed attempt; `final` fails the item at once (an error every attempt would repeat).
   Result<ItemReport> fail(const std::string& error, bool final = false);
@@ -57,11 +70,15 @@ class ClassifyRun {
   ItemEnd end_;  // how an attempt ends short of the finish (stop, fail, lost)
   jobs::ClassifySettings settings_;
   std::unique_ptr<ItemSession> session_;
-  EngineUsage usage_;  // the item's engine work
+  EngineUsage usage_;  // the item's engine work since its last write to the store
   double prefill_s_ = 0, decode_s_ = 0;
   FeedError engine_error_;
   std::string prefix_source_;  // "restored", "prefilled", "fed" (reuse off) or "none"
   double prefix_restore_s_ = 0;
+  int64_t checkpoint_position_ = -1;  // position of the newest document checkpoint
+  Clock::time_point last_checkpoint_ = Clock::now();
+  std::unique_ptr<ItemCheckpointWriter> checkpoint_writer_;
+  int64_t resumed_tokens_ = 0;  // document tokens a checkpoint restored
 };
 
 Status ClassifyRun::feed(std::span<const int32_t> ids, EngineUsage& usage, bool decode) {
@@ -73,9 +90,86 @@ Result<ClassifyRun::Step> ClassifyRun::feed_chunked(std::span<const int32_t> ids
                                                     const char* what) {
   const ChunkedFeed chunked{
       *session_, env_.options.prefill_chunk, usage, seconds, env_.progress, what, 0, engine_error_};
-  return feed_chunks(chunked, ids, [this](int64_t, std::span<const float>) -> Result<Step> {
+  return feed_chunks(chunked, ids, [this, what](int64_t, std::span<const float>) -> Result<Step> {
+    if (std::string_view(what) == "document") {
+      NJ_ASSIGN_OR_RETURN(bool owned, checkpoint_document());
+      if (!owned) return Step::kLost;
+    }
     return lease_and_stop(env_);
   });
+}
+
+Result<std::optional<int64_t>> ClassifyRun::restore_document() {
+  if (claim_.checkpoints.empty()) return std::optional<int64_t>(0);
+  const CheckpointRow& row = claim_.checkpoints.front();  // the newest
+  auto loaded = env_.checkpoints.load(row.path, env_.model);
+  const auto prefix = static_cast<int64_t>(settings_.prefix_ids.size());
+  std::string why;
+  if (!loaded.ok()) {
+    why = loaded.status().message();
+  } else {
+    // It must hold the prefix and a beginning of this document, and nothing else.
+    const std::vector<int32_t>& t = loaded->state.tokens;
+    const auto n = static_cast<int64_t>(t.size());
+    const bool fits = loaded->state.position == n && n > prefix &&
+                      n <= prefix + static_cast<int64_t>(item_.prompt_ids.size()) &&
+                      std::equal(settings_.prefix_ids.begin(), settings_.prefix_ids.end(), t.begin()) &&
+                      std::equal(t.begin() + prefix, t.end(), item_.prompt_ids.begin());
+    if (fits) {
+      session_->set_state(std::move(loaded->state));
+      checkpoint_position_ = n;
+      resumed_tokens_ = n - prefix;
+      spdlog::info("{}: resuming the document at token {} of {} from its checkpoint", label_,
+                   resumed_tokens_, item_.prompt_ids.size());
+      return std::optional<int64_t>(resumed_tokens_);
+    }
+    why = "it holds other tokens than the prefix and this document";
+  }
+  spdlog::warn("{}: document checkpoint {} is unusable ({}); prefilling the document again",
+               label_, row.path, why);
+  NJ_RETURN_IF_ERROR(env_.store.add_event(claim_.job.id, item_.id, "checkpoint_unusable",
+                                          nlohmann::json{{"path", row.path}, {"error", why}}.dump()));
+  NJ_ASSIGN_OR_RETURN(bool owned, env_.store.drop_checkpoints(item_.id, env_.owner));
+  if (!owned) return std::optional<int64_t>();
+  env_.checkpoints.remove_item(item_.id);
+  return std::optional<int64_t>(0);
+}
+
+Result<bool> ClassifyRun::checkpoint_document(bool now) {
+  if (!session_) return true;
+  const int64_t position = session_->position();
+  const auto prefix = static_cast<int64_t>(settings_.prefix_ids.size());
+  const auto document_end = prefix + static_cast<int64_t>(item_.prompt_ids.size());
+  if (position <= prefix || position >= document_end || position <= checkpoint_position_)
+    return true;  // nothing of the document yet, or all of it (the labels come next)
+  const int64_t since = position - std::max<int64_t>(checkpoint_position_, prefix);
+  const bool due = now || since >= env_.options.checkpoint_tokens ||
+                   seconds_since(last_checkpoint_) >= env_.options.checkpoint_interval_s;
+  if (!due) return true;
+  last_checkpoint_ = Clock::now();
+  if (!checkpoint_writer_) {
+    auto w = env_.checkpoints.writer(item_.id);
+    if (!w.ok()) {
+      spdlog::warn("{}: no document checkpoint: {}", label_, w.status().message());
+      return true;  // the item goes on; a stop redoes it from the prefix
+    }
+    checkpoint_writer_ = std::move(*w);
+  }
+  const Sampler greedy{SamplingParams{}};  // a classification samples nothing
+  auto bytes = checkpoint_writer_->save(env_.model, session_->state(), greedy);
+  if (!bytes.ok()) {
+    spdlog::warn("{}: could not write a document checkpoint: {}", label_, bytes.status().message());
+    return true;
+  }
+  const NewCheckpoint cp{position, 0, StateCheckpoints::item_path(item_.id), *bytes};
+  NJ_ASSIGN_OR_RETURN(bool owned, env_.store.add_checkpoint(item_.id, env_.owner, progress(), cp));
+  if (!owned) return false;
+  // The store has this work now: what the next write hands over starts from here.
+  usage_ = {};
+  prefill_s_ = decode_s_ = 0;
+  checkpoint_position_ = position;
+  spdlog::debug("{}: document checkpoint at position {} ({} bytes)", label_, position, *bytes);
+  return true;
 }
 
 Result<ClassifyRun::Step> ClassifyRun::prefix() {
@@ -159,6 +253,16 @@ Result<ClassifyRun::Step> ClassifyRun::prefix() {
 }
 
 Result<ItemReport> ClassifyRun::stopped(const std::string& reason) {
+  // A stop keeps the document's prefill done so far.
+  NJ_ASSIGN_OR_RETURN(bool owned, checkpoint_document(/*now=*/true));
+  if (!owned) return lost();
+  if (checkpoint_position_ > 0) {
+    const nlohmann::json detail = {{"checkpoint_position", checkpoint_position_},
+                                   {"note", "a classify item resumes from its document checkpoint"}};
+    return end_.stopped(reason, detail, progress(), 0,
+                        "; it resumes from its checkpoint at position " +
+                            std::to_string(checkpoint_position_));
+  }
   const nlohmann::json detail = {{"note", "a classify item is redone from its prefix"}};
   return end_.stopped(reason, detail, progress(), 0, "; it is redone later");
 }
@@ -205,7 +309,11 @@ Result<ItemReport> ClassifyRun::run() {
   };
   NJ_ASSIGN_OR_RETURN(Step step, prefix());
   if (auto out = step_outcome(step)) return std::move(*out);
-  NJ_ASSIGN_OR_RETURN(step, feed_chunked(item_.prompt_ids, usage_, prefill_s_, "document"));
+  NJ_ASSIGN_OR_RETURN(std::optional<int64_t> resumed, restore_document());
+  if (!resumed) return lost();
+  NJ_ASSIGN_OR_RETURN(step, feed_chunked(std::span<const int32_t>(item_.prompt_ids).subspan(
+                                             static_cast<size_t>(*resumed)),
+                                         usage_, prefill_s_, "document"));
   if (auto out = step_outcome(step)) return std::move(*out);
 
   // Logits at the root and at each branching node of the label trie.
@@ -250,6 +358,7 @@ Result<ItemReport> ClassifyRun::run() {
   NJ_ASSIGN_OR_RETURN(bool owned,
                       env_.store.finish_item(item_.id, env_.owner, progress(answer_ids), result));
   if (!owned) return lost();
+  if (checkpoint_position_ > 0 || !claim_.checkpoints.empty()) env_.checkpoints.remove_item(item_.id);
   spdlog::debug("{}: {} (p {:.4f}, margin {:.4f}, {} decode steps)", label_, answer,
                 scores.probabilities[scores.best], scores.margin, usage_.decode_steps);
   return ItemReport{ItemOutcome::kDone, ItemState::kDone, "",
