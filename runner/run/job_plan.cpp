@@ -13,6 +13,11 @@
 namespace nj::runner {
 namespace {
 
+// Σ (position + 1) over `n` rows fed after `position` rows: what they attend over.
+double attended(int64_t position, int64_t n) {
+  return static_cast<double>(n) * (2.0 * static_cast<double>(position) + static_cast<double>(n) + 1.0) / 2.0;
+}
+
 struct Member {
   ItemWork left;              // what it still has to feed
   int64_t position = 0;       // positions in its state
@@ -25,15 +30,13 @@ struct Member {
   }
   // Feeds its step; returns Σ (position + 1) over the step's rows.
   double feed(int64_t n) {
-    const double attended = static_cast<double>(n) *
-                            (2.0 * static_cast<double>(position) + static_cast<double>(n) + 1.0) /
-                            2.0;
+    const double rows_attended = attended(position, n);
     position += n;
     if (left.prompt_rows > 0)
       left.prompt_rows -= n;
     else
       left.decode_rows -= 1;
-    return attended;
+    return rows_attended;
   }
 };
 
@@ -91,9 +94,7 @@ JobPrediction predict_job(const JobWork& work, const JobPlanShape& shape,
   // The shared prefix, alone: the others wait at the prefix gate.
   for (int64_t fed = 0; fed < work.shared_prefix_rows;) {
     const int64_t n = std::min(chunk, work.shared_prefix_rows - fed);
-    const double attended = static_cast<double>(n) *
-                            (2.0 * static_cast<double>(fed) + static_cast<double>(n) + 1.0) / 2.0;
-    add_pass(p, cost, PassShape{static_cast<int>(n), 1, attended}, 1);
+    add_pass(p, cost, PassShape{static_cast<int>(n), 1, attended(fed, n)}, 1);
     fed += n;
   }
 
