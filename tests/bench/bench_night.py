@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Benchmark: a night's queue with batches against one item at a time (issue 14).
 
-The model (--model) must be streaming-bound at the budgets: run_night_bench.sh uses bench-8g
-(the shared K3-shaped benchmark model: 24 layers, 192 MXFP4 experts top-8, 9.35 GB) with a
-K3-format tokenizer beside it. Models from tests/reference/make_model.py do not serve here:
-their random routers send nearly every token to the same few experts (measured: ~40 of 512
-distinct per layer in a 64-row pass, a 64 % cache hit rate), so one document at a time is
-compute-bound, not disk-bound, while bench-8g routes like the planner's uniform model.
+Each job runs on a model that is streaming-bound at its budget (run_night_bench.sh makes them):
+  classify  --classify-model: from tests/reference/make_model.py, 256 MXFP4 experts top-8 with a
+            near-uniform router (--router-gain 0.25; the default router's saturated scores let
+            its bias pick the same few experts for every token, so one document at a time
+            would be compute-bound), at --memory 768MiB: one document at a time reads most of
+            the experts in every 64-row pass;
+  generate  --model: bench-8g (the shared K3-shaped benchmark model, 24 layers, 192 experts
+            top-8, 9.35 GB) with a K3-format tokenizer, at --gen-memory 512MiB: its streamed
+            1.7 GB trunk, which a decode batch shares, is most of what a token reads.
 
   classify  --docs documents of about --doc-tokens tokens, four labels, at --memory.
             `run --drain --batch 1` and `run --drain` (the batch the budget holds: its
@@ -18,8 +21,6 @@ compute-bound, not disk-bound, while bench-8g routes like the planner's uniform 
             `run --batch 1`, `run` (batched) and `generate --prompts-file` (the same prompts
             in lockstep without the job store). Aggregate tokens per hour, and the runner's
             overhead (batched run wall / generate wall). Outputs must be identical.
-The two jobs have their own budgets: windows need memory for their rows (activations),
-while a decode batch gains most where the trunk is streamed, at a small budget.
 
 Targets (the issue's, all in this run): classify bytes per document batched <= 1/20 of one
 at a time, documents per hour >= 2x, each run within 25 % of the plan's prediction;
@@ -142,8 +143,9 @@ def answers(results):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", required=True)
-    ap.add_argument("--model", required=True, help="a streaming-bound model with a tokenizer")
-    ap.add_argument("--memory", default="2GiB", help="the classify job's budget")
+    ap.add_argument("--model", required=True, help="the generate job's model (with a tokenizer)")
+    ap.add_argument("--classify-model", help="the classify job's model (default: --model)")
+    ap.add_argument("--memory", default="768MiB", help="the classify job's budget")
     ap.add_argument("--gen-memory", default="512MiB", help="the generate job's budget")
     ap.add_argument("--docs", type=int, default=64)
     ap.add_argument("--doc-tokens", type=int, default=200)
@@ -152,16 +154,17 @@ def main():
     a = ap.parse_args()
     binary = os.path.abspath(a.bin)
     a.model = os.path.abspath(a.model)
+    a.classify_model = os.path.abspath(a.classify_model or a.model)
     binary_dir = os.path.dirname(os.path.dirname(binary))
     print("load before: " + os.popen("uptime").read().strip(), flush=True)
     work = tempfile.mkdtemp(prefix="night-bench-")
     try:
         disk = disk_probe(binary_dir, a.model)
         print("disk probe (cold O_DIRECT, same run): %.2f GB/s" % disk, flush=True)
-        docs = documents(max(a.docs, a.gen_items), a.doc_tokens, binary, a.model)
+        docs = documents(a.docs, a.doc_tokens, binary, a.classify_model)
         targets = []
 
-        spec = write_classify(work, a.model, a.memory, docs[:a.docs])
+        spec = write_classify(work, a.classify_model, a.memory, docs)
         rows = []
         for label, batch in (("one at a time", 1), ("batched", None)):
             predicted = plan(binary, spec, disk, batch)
@@ -177,8 +180,8 @@ def main():
                     print("one at a time: " + x + "\nbatched:       " + y, file=sys.stderr)
                     break
             raise SystemExit("FAIL: the batched labels differ from one document at a time")
-        print("\nclassify: %d documents of ~%d tokens at %s (labels and probabilities identical)" %
-              (a.docs, a.doc_tokens, a.memory))
+        print("\nclassify: %d documents of ~%d tokens at %s on %s (labels and probabilities identical)" %
+              (a.docs, a.doc_tokens, a.memory, os.path.basename(a.classify_model)))
         print("%-14s %5s %6s %8s %8s %8s %9s %10s %11s %9s %12s" % (
             "", "batch", "passes", "wall s", "io s", "cpu s", "docs/h", "MiB/doc", "plan docs/h", "plan err",
             "plan MiB/doc"))
@@ -206,7 +209,8 @@ def main():
                             "%+.0f%%" % (100 * r["plan_err"])))
 
         if a.gen_items > 0:
-            gspec, pfile = write_generate(work, a.model, a.gen_memory, a.gen_items, a.gen_tokens, docs)
+            prompts = documents(a.gen_items, a.doc_tokens, binary, a.model)
+            gspec, pfile = write_generate(work, a.model, a.gen_memory, a.gen_items, a.gen_tokens, prompts)
             grow = []
             for label, batch in (("one at a time", 1), ("batched", None)):
                 predicted = plan(binary, gspec, disk, batch)
@@ -224,8 +228,8 @@ def main():
             if answers(grow[0][1]["results"]) != answers(grow[1][1]["results"]):
                 raise SystemExit("FAIL: batched generations differ from one at a time")
             total = a.gen_items * a.gen_tokens
-            print("\ngenerate: %d items x %d tokens at %s (tokens identical)" % (a.gen_items, a.gen_tokens,
-                                                                                 a.gen_memory))
+            print("\ngenerate: %d items x %d tokens at %s on %s (tokens identical)" % (
+                a.gen_items, a.gen_tokens, a.gen_memory, os.path.basename(a.model)))
             print("%-24s %5s %6s %9s %10s %8s" % ("", "batch", "passes", "wall s", "tokens/h", "plan s"))
             for label, r in grow:
                 e = r["ended"]

@@ -79,6 +79,8 @@ class Spec:
     a_log_len: int = 0                # 0: H values; else that many (>= H), padded like the fixture
     p255: float = 1.0 / 256           # fraction of MXFP4 blocks with scale 255 (contribute 0)
     router_tie: bool = False          # expert E-1's router row and bias copy expert E-2's
+    router_gain: float = 2.0          # router rows' std = gain/sqrt(hidden)
+    router_bias: float = 0.2          # e_score_correction_bias uniform in [-b, b]
     tokenizer: bool = False
     gate_lower_bound: float = -5.0
     routed_scaling_factor: float = 1.0
@@ -303,13 +305,13 @@ def layer_tensors(spec, g, L):
         nm_r, nm_b = pre + m + "gate.weight", pre + m + "gate.e_score_correction_bias"
 
         def router():
-            w = g.linear(nm_r, (E, H), gain=2.0)
+            w = g.linear(nm_r, (E, H), gain=s.router_gain)
             if s.router_tie and E >= 2:
                 w[E - 1] = w[E - 2]
             return w
 
         def router_bias():
-            b = g.uniform(nm_b, (E,), -0.2, 0.2)
+            b = g.uniform(nm_b, (E,), -s.router_bias, s.router_bias)
             if s.router_tie and E >= 2:
                 b[E - 1] = b[E - 2]
             return b
@@ -620,6 +622,12 @@ def build_parser():
     dims.add_argument("--router-tie", dest="router_tie", action="store_true", default=None,
                       help="give the last expert the same router row and bias as the one before")
     dims.add_argument("--no-router-tie", dest="router_tie", action="store_false")
+    dims.add_argument("--router-gain", type=float,
+                      help="router rows' std times sqrt(hidden) (default 2: sigmoid scores near "
+                           "saturation, so the bias picks most experts and few distinct ones serve "
+                           "a pass; ~0.25 routes close to uniformly, as the released model does)")
+    dims.add_argument("--router-bias", type=float,
+                      help="the router bias's range [-b, b] (default 0.2)")
     return ap
 
 
@@ -632,7 +640,7 @@ def spec_from_args(a, ap):
         base["full_attn_layers"] = [int(x) for x in a.full_attn_layers.split(",") if x.strip()]
     elif a.layers is not None and (not a.preset or a.layers != PRESETS[a.preset]["layers"]):
         base["full_attn_layers"] = default_full_attn(a.layers)
-    for fld in ("experts", "trunk", "tokenizer", "p255", "router_tie"):
+    for fld in ("experts", "trunk", "tokenizer", "p255", "router_tie", "router_gain", "router_bias"):
         if getattr(a, fld) is not None:
             base[fld] = getattr(a, fld)
     names = {f.name for f in fields(Spec)}
