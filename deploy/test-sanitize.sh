@@ -6,13 +6,15 @@
 #   - every Catch2 test (engine, kernels on every SIMD level, store, parsers, state files);
 #   - every fuzz target over its committed corpus (the parsers with hostile inputs);
 #   - the runner end to end, with its threads: cli_run_batch (batches, joins, cancel, fail,
-#     --until, two runs sharing a home), cli_plan_spec, cli_submit, cli_validate,
-#     cli_report, cli_fifo_inputs, cli_smaller_findings, cli_non_finite_logits,
-#     cli_numerics_version, cli_output_write_failures, cli_backoff_and_stalled.
+#     --until, two runs sharing a home), cli_submit, cli_validate, cli_report,
+#     cli_fifo_inputs, cli_smaller_findings, cli_non_finite_logits, cli_numerics_version,
+#     cli_output_write_failures.
 # Left to the normal build: the Python-only tests (reference_*, schema_contract, the
 # tokenizer generator), the long CLI suites whose code paths the tests above already cover
 # (cli_run, cli_classify, cli_state, cli_generate_batch, cli_openai_batch, cli_array,
-# cli_outputs_overwrite, cli_openai_examples, cli_doctor, cli_tokenize: 3-4x slower here),
+# cli_outputs_overwrite, cli_openai_examples, cli_doctor, cli_tokenize: 3-4x slower here;
+# and, measured here on 2026-12-02 at 410, 155, 100 and 79 s of the stage's 889 s,
+# cli_plan_spec, cli_backoff_and_stalled, cli_speculative, cli_classify_resume),
 # and four that cannot or need not run under the sanitizers:
 #   crash_sigkill   its SIGKILLs at random instants test durability, not memory
 #   store_faults    the same night per injection point, already run in the normal build
@@ -31,6 +33,7 @@ cmake -S . -B build-asan -DNIGHTJAR_SANITIZE=ON -DNIGHTJAR_BUILD_BENCH=OFF \
 cmake --build build-asan -j"$jobs"
 python_only='reference_.*|schema_contract'
 long_cli='cli_run|cli_classify|cli_state|cli_generate_batch|cli_openai_batch|cli_array|cli_outputs_overwrite|cli_openai_examples|cli_doctor|cli_tokenize'
+long_cli+='|cli_plan_spec|cli_backoff_and_stalled|cli_speculative|cli_classify_resume'
 cannot='crash_sigkill|store_faults|cli_thread_limits|cli_disk_full_releases_lease'
 # Leaks are bugs too: LeakSanitizer checks every test process at exit.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
