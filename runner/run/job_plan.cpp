@@ -15,7 +15,8 @@ namespace {
 
 // Σ (position + 1) over `n` rows fed after `position` rows: what they attend over.
 double attended(int64_t position, int64_t n) {
-  return static_cast<double>(n) * (2.0 * static_cast<double>(position) + static_cast<double>(n) + 1.0) / 2.0;
+  return static_cast<double>(n) *
+         (2.0 * static_cast<double>(position) + static_cast<double>(n) + 1.0) / 2.0;
 }
 
 struct Member {

@@ -16,15 +16,20 @@
 #   tests/bench/run_night_bench.sh [--bench-8g DIR] [bench_night.py options, e.g. --docs 64]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# need_free GB DIR WHAT: stop unless DIR's filesystem has GB free for generating WHAT.
+need_free() {
+  local free_kb
+  free_kb=$(df -Pk "$2" 2>/dev/null | awk 'NR==2 {print $4}' || echo 0)
+  if [ "${free_kb:-0}" -lt $(($1 * 1024 * 1024)) ]; then
+    echo "need $1 GB free under $2 to generate $3" >&2; exit 1
+  fi
+}
 bench8g=build/bench-models/bench-8g
 if [ "${1:-}" = "--bench-8g" ]; then bench8g=$2; shift 2; fi
 model=build/bench-models/night-8g
 if [ ! -f "$bench8g/config.json" ]; then
-  free_kb=$(df -Pk "$(dirname "$bench8g")" 2>/dev/null | awk 'NR==2 {print $4}' || echo 0)
-  if [ "${free_kb:-0}" -lt $((20 * 1024 * 1024)) ]; then
-    echo "need 20 GB free under $(dirname "$bench8g") to generate bench-8g (9.35 GB)" >&2; exit 1
-  fi
   mkdir -p "$(dirname "$bench8g")"
+  need_free 20 "$(dirname "$bench8g")" "bench-8g (9.35 GB)"
   /usr/bin/python3 ../shared/tools/make_bench_ckpt.py --out "$bench8g"
 fi
 if [ ! -f "$model/tiktoken.model" ]; then
@@ -33,12 +38,7 @@ if [ ! -f "$model/tiktoken.model" ]; then
   /usr/bin/python3 tests/reference/k3_tokenizer_gen.py "$model" > /dev/null
 fi
 cls=build/bench-models/night-cls
-if [ ! -f "$cls/config.json" ]; then
-  free_kb=$(df -Pk build 2>/dev/null | awk 'NR==2 {print $4}' || echo 0)
-  if [ "${free_kb:-0}" -lt $((6 * 1024 * 1024)) ]; then
-    echo "need 6 GB free under build/ to generate $cls (3.2 GB)" >&2; exit 1
-  fi
-fi
+[ -f "$cls/config.json" ] || need_free 6 build "$cls (3.2 GB)"
 /usr/bin/python3 tests/reference/make_model.py --out "$cls" --if-missing --preset small --tokenizer \
   --hidden 1024 --layers 8 --experts-n 256 --top-k 8 --latent 1024 --moe-inter 1024 \
   --router-gain 0.25 --router-bias 0.01 > /dev/null

@@ -625,7 +625,7 @@ def build_parser():
     dims.add_argument("--router-gain", type=float,
                       help="router rows' std times sqrt(hidden) (default 2: sigmoid scores near "
                            "saturation, so the bias picks most experts and few distinct ones serve "
-                           "a pass; ~0.25 routes close to uniformly, as the released model does)")
+                           "a pass; ~0.25 routes close to uniformly)")
     dims.add_argument("--router-bias", type=float,
                       help="the router bias's range [-b, b] (default 0.2)")
     return ap
