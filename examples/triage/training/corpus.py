@@ -29,7 +29,7 @@ REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, HERE)
 
 import exclusions  # noqa: E402
-from lexicon import FRAMES, LABELS, SLOTS, core  # noqa: E402
+from lexicon import DETAILS, FRAMES, LABELS, SHAPES, SLOTS, core  # noqa: E402
 
 TICKETS_DIR = os.path.join(REPO, "examples", "triage", "tickets")
 PROSE = os.path.join(REPO, "tests", "reference", "data", "bpe_sample", "en.txt")
@@ -81,7 +81,10 @@ _ABBREV = [(r"\byou\b", "u"), (r"\byour\b", "ur"), (r"\bplease\b", "pls"), (r"\b
            (r"\bI'm\b", "im"), (r"\bdon't\b", "dont"), (r"\bcan't\b", "cant"),
            (r"\bdoesn't\b", "doesnt"), (r"\bbecause\b", "bc"), (r"\bare\b", "r"),
            (r"\bwon't\b", "wont"), (r"\bisn't\b", "isnt"), (r"\bI'd\b", "id"), (r"\bwhat is\b", "whats"),
-           (r"\bthank you\b", "ty"), (r"\bplease\b", "plz"), (r"\byou guys\b", "u guys")]
+           (r"\bthank you\b", "ty"), (r"\bplease\b", "plz"), (r"\byou guys\b", "u guys"),
+           (r"\bwant to\b", "wanna"), (r"\bgoing to\b", "gonna"), (r"\bwith\b", "w/"),
+           (r"\bmessage\b", "msg"), (r"\bsomething\b", "smth"), (r"\band\b", "&"),
+           (r"\bpeople\b", "ppl"), (r"\bthat\b", "tht"), (r"\bI\b", "i")]
 
 
 def typo(word, rng):
@@ -96,8 +99,20 @@ def typo(word, rng):
     return word[:i] + word[i] + word[i:]                          # double one
 
 
+def chat(text, rng):
+    """Typed like a chat message: greetings and sign-offs stay, but all lowercase, line
+    breaks become spaces, most full stops go, abbreviations everywhere."""
+    for pat, rep in _ABBREV:
+        if rng.random() < 0.7:
+            text = re.sub(pat, rep, text, flags=re.IGNORECASE)
+    text = re.sub(r"\s*\n+\s*", " ", text.lower())
+    return re.sub(r"[.,](\s|$)", lambda m: m.group(1) if rng.random() < 0.8 else m.group(0), text)
+
+
 def style(text, rng):
     """A writing style applied to the whole ticket."""
+    if rng.random() < 0.15:
+        return chat(text, rng)
     if rng.random() < 0.2:
         for pat, rep in _ABBREV:
             text = re.sub(pat, rep, text, flags=re.IGNORECASE)
@@ -117,18 +132,27 @@ def style(text, rng):
 
 
 def sentence_parts(label, rng, prose):
-    """The ticket's text before any style: a core sentence (sometimes two) of the label in a
-    label-free frame, now and then a sentence of unrelated prose. One "other" ticket in six is
+    """The ticket's text before any style: a core sentence (sometimes two, sometimes with a
+    detail sentence of the label) in a label-free frame, now and then a sentence of unrelated
+    prose; or, for one ticket in seven or so, a multi-part shape of the label (SHAPES). One "other" ticket in six is
     unrelated prose alone: "other" is also what is left when nothing speaks of money, a
     defect or a wish."""
     if label == "other" and rng.random() < 1 / 6:
         text = " ".join(rng.choice(prose) for _ in range(rng.randrange(1, 3)))
         return expand(rng.choice(FRAMES).replace("{core}", text), rng)
+    if rng.random() < 0.15:
+        shape = rng.choice(SHAPES[label])
+        text = shape.replace("{core}", core(label, rng, expand))
+        while "{detail}" in text:
+            text = text.replace("{detail}", rng.choice(DETAILS[label]), 1)
+        return expand(text, rng)
     text = core(label, rng, expand)
     if rng.random() < 0.15:
         text += " " + core(label, rng, expand)
     if label == "feature request" and rng.random() < 0.3:
         text += " " + expand("{feature_reason}", rng)
+    if rng.random() < 0.3:
+        text += " " + rng.choice(DETAILS[label])
     text = expand(rng.choice(FRAMES).replace("{core}", text), rng)
     if rng.random() < 0.08:
         p = rng.choice(prose)

@@ -467,3 +467,13 @@ SIGNOFFS = ["Thanks.", "Thank you!", "Thanks in advance.", "Regards, {name}", "B
 SLOTS["greeting"] = GREETINGS
 SLOTS["signoff"] = SIGNOFFS
 SLOTS["context"] = CONTEXT
+
+# The second word list (lexicon_more.py): wider vocabulary per label, detail sentences and
+# multi-part ticket shapes.
+from lexicon_more import DETAILS, MORE_PHRASES, MORE_SLOTS, SHAPES  # noqa: E402,F401
+
+for _name, _values in MORE_SLOTS.items():
+    SLOTS.setdefault(_name, []).extend(_values)
+for _label, _kinds in MORE_PHRASES.items():
+    for _kind, _values in _kinds.items():
+        PHRASES[_label][_kind].extend(_values)

@@ -240,6 +240,9 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1,
                     help="PyTorch threads (1: on a shared 2-core machine a second thread only waits)")
     ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--score-test", action="store_true",
+                    help="also score the 24 example tickets (the test set): only for a candidate "
+                         "chosen on the development and held-out sets; prints the count only")
     ap.add_argument("--logits", default=LOGITS_FILE,
                     help="where the PyTorch logits on three prompts are written (the test reads the default)")
     a = ap.parse_args(argv)
@@ -310,10 +313,12 @@ def main(argv=None):
     log("checkpoint: %s, %.2f MB, %d tensors" % (a.out, summary["disk_bytes"] / 1e6, summary["tensors"]))
     stored = export.load_checkpoint(K3(Dims(vocab=vocab), a.seed), a.out)
     report = {}
-    for name in ("dev", "heldout", "test"):
+    for name in ("dev", "heldout") + (("test",) if a.score_test else ()):
         acc, nll, rows = evaluate(stored, task, sets[name])
         report[name] = {"accuracy": acc, "log_loss": nll}
         log("%s: accuracy %.3f (%d/%d), log-loss %.3f" % (name, acc, round(acc * len(rows)), len(rows), nll))
+        if name == "test":
+            continue                  # the count only: no per-ticket results to tune against
         for iid, want, got, p in rows:
             log("  %-34s %-16s %-16s %s" % (iid, want, got + (" " if got == want else " X"),
                                              " ".join("%.3f" % x for x in p)))
