@@ -3,7 +3,7 @@
 PyTorch, `apt-get install python3-torch`; nothing else in the project does).
 
   /usr/bin/python3 examples/triage/training/train.py [--out examples/triage/model]
-      [--work build/triage-training] [--bin build/runner/nightjar]
+      [--work build/triage-training] [--bin build/runner/nightjar] [--score-test]
 
 Steps (README.md in this directory says why each is so):
   1. the tokenizer: k3_tokenizer_gen.write_tokenizer (the demo tokenizer, K3's format);
@@ -16,8 +16,9 @@ Steps (README.md in this directory says why each is so):
      rounding simulated, AdamW, --steps steps, MoE routing balanced by the bias update
      (no auxiliary loss); training stops at --steps, well before the training loss saturates;
   4. export: the checkpoint (export.py) into --out, then the PyTorch forward pass on the
-     stored weights: accuracy on the development, held-out and test sets, and the logits on
-     three prompts written to torch_logits.json (the engine-agreement test reads it).
+     stored weights: accuracy on the development and held-out sets (and, with --score-test,
+     the test set's count only), and the logits on three prompts written to
+     torch_logits.json (the engine-agreement test reads it).
 
 Deterministic: the same arguments, PyTorch build and BLAS give the same bytes (seeded
 generators, torch.use_deterministic_algorithms, a fixed thread count).
