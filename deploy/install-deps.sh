@@ -7,6 +7,7 @@
 #                                     daemons; the packages' services are not configured here)
 #   deploy/install-deps.sh --fuzz     also clang with its libFuzzer and sanitizer runtimes and
 #                                     OpenMP, for tests/fuzz/run_fuzz.sh (-DNIGHTJAR_FUZZ=ON)
+#   deploy/install-deps.sh --sanitize the same clang packages, for deploy/test-sanitize.sh
 set -euo pipefail
 
 slurm=0
@@ -14,8 +15,8 @@ fuzz=0
 for arg in "$@"; do
   case "$arg" in
     --slurm) slurm=1 ;;
-    --fuzz) fuzz=1 ;;
-    *) echo "usage: deploy/install-deps.sh [--slurm] [--fuzz] (unknown argument '$arg')" >&2; exit 2 ;;
+    --fuzz | --sanitize) fuzz=1 ;;
+    *) echo "usage: deploy/install-deps.sh [--slurm] [--fuzz] [--sanitize] (unknown argument '$arg')" >&2; exit 2 ;;
   esac
 done
 
@@ -38,8 +39,8 @@ if ! command -v node >/dev/null 2>&1; then packages+=(nodejs); fi
 if ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
 # Slurm's controller, node daemon and client commands, and MUNGE (Slurm's authentication).
 if [ "$slurm" = 1 ]; then packages+=(slurm-wlm munge); fi
-# The fuzzers: clang 14 (Debian's default), its runtimes (libclang_rt.fuzzer, asan, ubsan)
-# and its OpenMP (the engine links OpenMP).
+# The fuzzers and the sanitizer build: clang 14 (Debian's default), its runtimes
+# (libclang_rt.fuzzer, asan, ubsan) and its OpenMP (the engine links OpenMP).
 if [ "$fuzz" = 1 ]; then packages+=(clang libclang-rt-14-dev libomp-14-dev); fi
 
 missing=()

@@ -33,7 +33,7 @@ class ClassifyRun {
         label_("job " + std::to_string(claim.job.id) + " item " + claim.item.custom_id),
         end_(env, claim, label_) {}
 
-  Result<ItemReport> run();
+  Result<AttemptReport> run();
 
  private:
   using Step = FeedStep;  // never kDiverged: nothing is replayed
@@ -54,10 +54,10 @@ class ClassifyRun {
   // Saves a checkpoint of the state mid-document when one is due (`now`: whenever the
   // state holds document tokens not yet saved). False: the lease is gone.
   Result<bool> checkpoint_document(bool now = false);
-  Result<ItemReport> stopped(const std::string& reason);
+  Result<AttemptReport> stopped(const std::string& reason);
   // A failed attempt; `final` fails the item at once (an error every attempt would repeat).
-  Result<ItemReport> fail(const std::string& error, bool final = false);
-  ItemReport lost();
+  Result<AttemptReport> fail(const std::string& error, bool final = false);
+  AttemptReport lost();
   Progress progress(std::span<const int32_t> tokens = {}) const {
     return Progress{0, tokens, prefill_s_, decode_s_, usage_};
   }
@@ -252,7 +252,7 @@ Result<ClassifyRun::Step> ClassifyRun::prefix() {
   return Step::kOk;
 }
 
-Result<ItemReport> ClassifyRun::stopped(const std::string& reason) {
+Result<AttemptReport> ClassifyRun::stopped(const std::string& reason) {
   // A stop keeps the document's prefill done so far.
   NJ_ASSIGN_OR_RETURN(bool owned, checkpoint_document(/*now=*/true));
   if (!owned) return lost();
@@ -267,15 +267,15 @@ Result<ItemReport> ClassifyRun::stopped(const std::string& reason) {
   return end_.stopped(reason, detail, progress(), 0, "; it is redone later");
 }
 
-Result<ItemReport> ClassifyRun::fail(const std::string& error, bool final) {
+Result<AttemptReport> ClassifyRun::fail(const std::string& error, bool final) {
   return end_.failed(error, final, progress(), 0);
 }
 
-ItemReport ClassifyRun::lost() {
+AttemptReport ClassifyRun::lost() {
   return end_.lost(0);
 }
 
-Result<ItemReport> ClassifyRun::run() {
+Result<AttemptReport> ClassifyRun::run() {
   auto settings = jobs::classify_settings_from_json(
       nlohmann::json::parse(claim_.job.settings_json, nullptr, false));
   if (!settings.ok()) return fail(settings.status().message());
@@ -293,7 +293,7 @@ Result<ItemReport> ClassifyRun::run() {
         return fail("token id " + std::to_string(id) + " is outside the model's vocabulary");
   env_.progress.begin_item(label_, 0, 1);
 
-  auto step_outcome = [&](Step step) -> std::optional<Result<ItemReport>> {
+  auto step_outcome = [&](Step step) -> std::optional<Result<AttemptReport>> {
     switch (step) {
       case Step::kOk:
       case Step::kDiverged:  // never: a classify item replays nothing
@@ -361,13 +361,13 @@ Result<ItemReport> ClassifyRun::run() {
   if (checkpoint_position_ > 0 || !claim_.checkpoints.empty()) env_.checkpoints.remove_item(item_.id);
   spdlog::debug("{}: {} (p {:.4f}, margin {:.4f}, {} decode steps)", label_, answer,
                 scores.probabilities[scores.best], scores.margin, usage_.decode_steps);
-  return ItemReport{ItemOutcome::kDone, ItemState::kDone, "",
+  return AttemptReport{ItemOutcome::kDone, ItemState::kDone, "",
                     static_cast<int64_t>(answer_ids.size())};
 }
 
 }  // namespace
 
-Result<ItemReport> run_classify_item(const ItemEnv& env, const Claim& claim) {
+Result<AttemptReport> run_classify_item(const ItemEnv& env, const Claim& claim) {
   ClassifyRun run(env, claim);
   auto report = run.run();
   env.progress.end_item();

@@ -22,6 +22,6 @@
 namespace nj::runner {
 
 // As run_item, for an item of a classify job.
-Result<ItemReport> run_classify_item(const ItemEnv& env, const Claim& claim);
+Result<AttemptReport> run_classify_item(const ItemEnv& env, const Claim& claim);
 
 }  // namespace nj::runner

@@ -5,24 +5,24 @@
 
 namespace nj::runner {
 
-ItemReport ItemEnd::lost(int64_t generated) const {
+AttemptReport ItemEnd::lost(int64_t generated) const {
   spdlog::warn("{}: the item was cancelled or taken over by another run; leaving it", label_);
-  return ItemReport{ItemOutcome::kLostLease, std::nullopt, "lease lost", generated};
+  return AttemptReport{ItemOutcome::kLostLease, std::nullopt, "lease lost", generated};
 }
 
-Result<ItemReport> ItemEnd::stopped(const std::string& reason, nlohmann::json detail,
-                                    const Progress& progress, int64_t generated,
-                                    const std::string& resumes) const {
+Result<AttemptReport> ItemEnd::stopped(const std::string& reason, nlohmann::json detail,
+                                       const Progress& progress, int64_t generated,
+                                       const std::string& resumes) const {
   detail["reason"] = reason;
   NJ_ASSIGN_OR_RETURN(bool owned,
                       env_.store.release_item(claim_.item.id, env_.owner, progress, detail.dump()));
   if (!owned) return lost(generated);
   spdlog::info("{}: stopped ({}){}", label_, reason, resumes);
-  return ItemReport{ItemOutcome::kStopped, ItemState::kQueued, reason, generated};
+  return AttemptReport{ItemOutcome::kStopped, ItemState::kQueued, reason, generated};
 }
 
-Result<ItemReport> ItemEnd::failed(const std::string& error, bool final, const Progress& progress,
-                                   int64_t generated) const {
+Result<AttemptReport> ItemEnd::failed(const std::string& error, bool final,
+                                      const Progress& progress, int64_t generated) const {
   NJ_ASSIGN_OR_RETURN(auto state,
                       env_.store.fail_attempt(claim_.item.id, env_.owner, progress, error, final));
   if (!state) return lost(generated);
@@ -31,7 +31,7 @@ Result<ItemReport> ItemEnd::failed(const std::string& error, bool final, const P
   else
     spdlog::warn("{}: attempt failed ({} of {} allowed): {}", label_, claim_.item.attempts + 1,
                  claim_.job.max_attempts, error);
-  return ItemReport{ItemOutcome::kAttemptFailed, *state, error, generated};
+  return AttemptReport{ItemOutcome::kAttemptFailed, *state, error, generated};
 }
 
 }  // namespace nj::runner

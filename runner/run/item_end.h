@@ -31,18 +31,18 @@ class ItemEnd {
 
   // The item was cancelled or taken over by another run: writes nothing. `generated`: new
   // output tokens in this attempt.
-  ItemReport lost(int64_t generated) const;
+  AttemptReport lost(int64_t generated) const;
 
   // Puts the item back in the queue with `progress`. `detail` (a JSON object) goes into the
   // `released` event with "reason" added; `resumes` ends the log line (e.g. " at 5/64
   // tokens; it resumes from here"). Errors: the store's.
-  Result<ItemReport> stopped(const std::string& reason, nlohmann::json detail,
+  Result<AttemptReport> stopped(const std::string& reason, nlohmann::json detail,
                              const Progress& progress, int64_t generated,
                              const std::string& resumes) const;
 
   // Records a failed attempt with `progress`; `final` fails the item at once. Errors: the
   // store's.
-  Result<ItemReport> failed(const std::string& error, bool final, const Progress& progress,
+  Result<AttemptReport> failed(const std::string& error, bool final, const Progress& progress,
                             int64_t generated) const;
 
  private:

@@ -40,7 +40,7 @@ class ItemRun {
     stored_ = static_cast<int64_t>(output_.size());
   }
 
-  Result<ItemReport> run();
+  Result<AttemptReport> run();
 
  private:
   using Step = FeedStep;
@@ -82,11 +82,11 @@ class ItemRun {
   bool commit_due() const;
   Result<bool> commit();
   Result<bool> checkpoint();
-  Result<ItemReport> stop(const std::string& reason);
+  Result<AttemptReport> stop(const std::string& reason);
   // A failed attempt; `final` fails the item at once (an error every attempt would repeat).
-  Result<ItemReport> fail(const std::string& error, bool final = false);
-  Result<ItemReport> finish();
-  ItemReport lost();
+  Result<AttemptReport> fail(const std::string& error, bool final = false);
+  Result<AttemptReport> finish();
+  AttemptReport lost();
   // The stored output came from other arithmetic (another engine numerics version): drops
   // the item's checkpoint unread. Returns false when the lease is gone.
   Result<bool> forget_other_numerics();
@@ -321,7 +321,7 @@ Result<ItemRun::Step> ItemRun::catch_up() {
   return ended(step);
 }
 
-Result<ItemReport> ItemRun::stop(const std::string& reason) {
+Result<AttemptReport> ItemRun::stop(const std::string& reason) {
   const int64_t at_signal = StopControl::tokens_at_signal().value_or(-1);
   NJ_ASSIGN_OR_RETURN(bool owned, checkpoint());
   if (!owned) return lost();
@@ -338,11 +338,11 @@ Result<ItemReport> ItemRun::stop(const std::string& reason) {
   return end_.stopped(reason, std::move(detail), progress(), generated_now_, resumes);
 }
 
-Result<ItemReport> ItemRun::fail(const std::string& error, bool final) {
+Result<AttemptReport> ItemRun::fail(const std::string& error, bool final) {
   return end_.failed(error, final, progress(), generated_now_);
 }
 
-ItemReport ItemRun::lost() {
+AttemptReport ItemRun::lost() {
   return end_.lost(generated_now_);
 }
 
@@ -391,7 +391,7 @@ Result<bool> ItemRun::restart_from_prompt(int64_t restored_position) {
   return true;
 }
 
-Result<ItemReport> ItemRun::finish() {
+Result<AttemptReport> ItemRun::finish() {
   NewResult result{output_ended() ? "stop" : "length", static_cast<int64_t>(prompt_.size()),
                    std::nullopt};
   // A complete output of other arithmetic (only its finish was missing) keeps its version.
@@ -402,10 +402,10 @@ Result<ItemReport> ItemRun::finish() {
   mark_stored();
   writer_.reset();
   env_.checkpoints.remove_item(item_.id);
-  return ItemReport{ItemOutcome::kDone, ItemState::kDone, "", generated_now_};
+  return AttemptReport{ItemOutcome::kDone, ItemState::kDone, "", generated_now_};
 }
 
-Result<ItemReport> ItemRun::run() {
+Result<AttemptReport> ItemRun::run() {
   auto params_json = nlohmann::json::parse(item_.params_json, nullptr, false);
   auto params = jobs::generate_params_from_json(params_json);
   if (!params.ok()) return fail(params.status().message());
@@ -548,7 +548,7 @@ Status feed_counted(ItemSession& session, std::span<const int32_t> ids, std::vec
   return s;
 }
 
-Result<ItemReport> run_item(const ItemEnv& env, const Claim& claim) {
+Result<AttemptReport> run_item(const ItemEnv& env, const Claim& claim) {
   ItemRun run(env, claim);
   auto report = run.run();
   env.progress.end_item();

@@ -71,7 +71,11 @@ enum class ItemOutcome {
   kAttemptFailed,  // an engine or input error, recorded as a failed attempt
 };
 
-struct ItemReport {
+// How one attempt at an item ended. (It was called ItemReport, as is the morning report's
+// per-item row in runner/report/report.h, in the same namespace: two classes of one name
+// violate the one-definition rule, and at -O0 the linker kept one of their destructors for
+// both, which clang's UBSan caught destroying garbage.)
+struct AttemptReport {
   ItemOutcome outcome = ItemOutcome::kDone;
   std::optional<ItemState> state_after;  // kAttemptFailed: queued (will retry) or failed
   std::string message;                   // the error or the stop reason
@@ -103,6 +107,6 @@ Status feed_counted(ItemSession& session, std::span<const int32_t> ids, std::vec
 // Runs the claimed item until it is done, stops, loses its lease or fails an attempt.
 // Returns a Status only for store failures (I/O, disk full), after which the run must end
 // (the scheduler then releases the item's lease).
-Result<ItemReport> run_item(const ItemEnv& env, const Claim& claim);
+Result<AttemptReport> run_item(const ItemEnv& env, const Claim& claim);
 
 }  // namespace nj::runner

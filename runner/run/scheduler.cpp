@@ -142,7 +142,7 @@ int64_t job_context(const Claim& claim) {
 }
 
 // The item runner of the job's kind; another kind is a failed attempt.
-Result<ItemReport> run_claimed(const ItemEnv& env, const Claim& claim) {
+Result<AttemptReport> run_claimed(const ItemEnv& env, const Claim& claim) {
   const std::optional<jobs::JobKind> kind = known_job_kind(claim.job.kind);
   if (kind == jobs::JobKind::kGenerate) return run_item(env, claim);
   if (kind == jobs::JobKind::kClassify) return run_classify_item(env, claim);
@@ -150,8 +150,8 @@ Result<ItemReport> run_claimed(const ItemEnv& env, const Claim& claim) {
   NJ_ASSIGN_OR_RETURN(auto state,
                       env.store.fail_attempt(claim.item.id, env.owner,
                                              Progress{claim.item.tokens_done, {}, 0, 0}, error));
-  if (!state) return ItemReport{ItemOutcome::kLostLease, std::nullopt, "lease lost", 0};
-  return ItemReport{ItemOutcome::kAttemptFailed, *state, error, 0};
+  if (!state) return AttemptReport{ItemOutcome::kLostLease, std::nullopt, "lease lost", 0};
+  return AttemptReport{ItemOutcome::kAttemptFailed, *state, error, 0};
 }
 
 // After an item of `job` finished (done or failed for good): when the job has nothing queued
@@ -212,7 +212,7 @@ struct Held {
   Claim claim;
   std::unique_ptr<ItemLease> lease;
   Clock::time_point started = Clock::now();
-  std::optional<Result<ItemReport>> report;  // set when its thread is done
+  std::optional<Result<AttemptReport>> report;  // set when its thread is done
 };
 
 }  // namespace
@@ -256,7 +256,7 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
       release_after_failure(store, owner, h.claim.item, h.report->status());
       return h.report->status();
     }
-    const ItemReport& report = **h.report;
+    const AttemptReport& report = **h.report;
     summary.tokens += report.tokens_generated;
     if (report.state_after == ItemState::kDone || report.state_after == ItemState::kFailed)
       ended.emplace(h.claim.job.id, h.claim.job);

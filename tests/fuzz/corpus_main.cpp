@@ -1,5 +1,6 @@
-// The corpus regression driver: the normal (gcc, unsanitized or -DNIGHTJAR_SANITIZE) build
-// links each fuzz target's LLVMFuzzerTestOneInput with this main instead of libFuzzer's.
+// The corpus regression driver: the normal build (gcc, unsanitized) and the sanitizer build
+// (clang, -DNIGHTJAR_SANITIZE) link each fuzz target's LLVMFuzzerTestOneInput with this main
+// instead of libFuzzer's.
 //
 //   fuzz_<parser> PATH...    runs the target once on every file named, or in a directory
 //                            named (not recursive, in name order)
