@@ -37,7 +37,11 @@ nlohmann::json result_record(const ItemRow& item, const std::optional<ResultRow>
                  {"bytes_read", u.bytes_read},
                  {"tokens_fed", u.tokens_fed},
                  {"decode_steps", u.decode_steps},
-                 {"max_batch", u.max_batch}};
+                 {"max_batch", u.max_batch},
+                 {"speculation",
+                  {{"passes", u.spec_passes},
+                   {"drafted", u.spec_drafted},
+                   {"accepted", u.spec_accepted}}}};
   j["engine"]["numerics_version"] =
       item.numerics_version ? nlohmann::json(*item.numerics_version) : nlohmann::json(nullptr);
   return j;

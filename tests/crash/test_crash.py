@@ -19,6 +19,10 @@ uninterrupted run's):
     list every custom_id once.
 
 Default: 24 kills (the ctest suite). --long: 200 kills. --seed reproduces a sequence.
+--speculative MODE sets the job's `speculative:` (the suite runs a few kills with ngram:
+drafts verified in the same pass must leave the same checkpoints, commits and output), and
+then also checks that the items' drafts were accepted somewhere, so the kills land in
+speculating passes.
 """
 import os
 import random
@@ -63,7 +67,9 @@ class CrashTest(unittest.TestCase):
         work = njtest.scratch_dir("crash-")
         model = njtest.make_model(os.path.join(work, "model"))
         items = job_items()
-        spec = njtest.write_spec(os.path.join(work, "job.yaml"), "crash", model, items, max_attempts=100000)
+        job_keys = {"speculative": ARGS.speculative} if ARGS.speculative else {}
+        spec = njtest.write_spec(os.path.join(work, "job.yaml"), "crash", model, items, max_attempts=100000,
+                                 **job_keys)
         expected = {it["id"]: njtest.reference_output(ARGS.bin, model, it) for it in items}
 
         # The uninterrupted run.
@@ -71,8 +77,12 @@ class CrashTest(unittest.TestCase):
         calm_job = calm.submit(spec)
         p = calm.run("run", *RUN_FLAGS)
         self.assertEqual(p.returncode, 0, p.stderr)
-        calm_out = {r["custom_id"]: r["output_ids"] for r in calm.results(calm_job)}
+        calm_results = calm.results(calm_job)
+        calm_out = {r["custom_id"]: r["output_ids"] for r in calm_results}
         self.assertEqual(calm_out, expected, "an uninterrupted run must equal plain generate")
+        if ARGS.speculative == "ngram":
+            accepted = sum(r["engine"]["speculation"]["accepted"] for r in calm_results)
+            self.assertGreater(accepted, 0, "prompt lookup's drafts were accepted in the uninterrupted run")
 
         nj = njtest.Nightjar(ARGS.bin, os.path.join(work, "home"))
         jobs = [nj.submit(spec)]
@@ -146,4 +156,5 @@ class CrashTest(unittest.TestCase):
 if __name__ == "__main__":
     njtest.main(globals(), [("--long", {"action": "store_true"}),
                             ("--kills", {"type": int, "default": 24}),
-                            ("--seed", {"type": int, "default": None})])
+                            ("--seed", {"type": int, "default": None}),
+                            ("--speculative", {"default": None})])
