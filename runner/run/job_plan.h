@@ -13,10 +13,10 @@
 // job's first item, before the others start (they restore its state).
 // Every step computes the logits of its last row. A speculating job's plan holds its draft
 // rows (rows_per_pass, memory), but the replay decodes one row per item and pass, as if no
-// draft were ever accepted: how many are depends on the text, which the plan cannot know. Among members a pass woke together, the
-// replay takes them in the order they joined, `run` in the order their threads come back;
-// so when their steps do not all fit a pass, the pass count may differ by a little.
-// Documents that wait at the prefix gate join the first pass after the prefix is saved.
+// draft were ever accepted: how many are depends on the text, which the plan cannot know. Among
+// members a pass woke together, the replay takes them in the order they joined, `run` in the order
+// their threads come back; so when their steps do not all fit a pass, the pass count may differ by
+// a little. Documents that wait at the prefix gate join the first pass after the prefix is saved.
 #pragma once
 
 #include <cstdint>
@@ -89,7 +89,7 @@ struct JobRunShape {
 struct JobForecast {
   JobPrediction prediction;
   int batch = 1;
-  int max_batch = 0;  // what the budget holds (0 when everything is resident)
+  int max_batch = 0;      // what the budget holds (0 when everything is resident)
   int rows_per_pass = 1;  // with drafts: batch x (1 + draft_tokens) decode rows at most
   int draft_tokens = 0;   // drafts per item and pass the plan holds (speculative jobs)
 };

@@ -43,7 +43,7 @@ struct GenerationResult {
   std::string id;
   std::vector<int32_t> output;
   FinishReason finish = FinishReason::kNone;
-  SequenceUsage usage;  // its share of the passes it took part in
+  SequenceUsage usage;           // its share of the passes it took part in
   SpeculationStats speculation;  // zero without speculation
 };
 
@@ -77,8 +77,8 @@ class LockstepGenerator {
     GenerationRequest request;
     SequenceState state;
     Sampler sampler;
-    size_t fed = 0;         // prompt tokens fed
-    int32_t next = -1;      // the sampled token to feed in the next pass
+    size_t fed = 0;     // prompt tokens fed
+    int32_t next = -1;  // the sampled token to feed in the next pass
     bool finished = false;
     GenerationResult result;
     std::optional<Speculator> spec;  // with speculation

@@ -52,7 +52,7 @@ Result<int> run_draft_tokens(jobs::SpeculativeMode mode, const ModelLayout* layo
   po.draft_tokens = kRunDraftTokens;
   NJ_ASSIGN_OR_RETURN(ResidencyPlan plan, plan_residency(*layout, memory, po));
   return plan.draft_tokens > 0 && speculation_pays(pass_cost(*layout, plan), plan) ? kRunDraftTokens
-                                                                                    : 0;
+                                                                                   : 0;
 }
 
 int run_batch(int requested, int max_batch, int64_t items) {
@@ -108,7 +108,8 @@ class ModelCache {
         spdlog::warn("--batch {}: the budget {} of job {} holds at most {}; running {} per pass",
                      options_.batch, format_bytes(memory), job.id, one.max_batch, batch_);
       options.plan.batch = batch_;
-      NJ_ASSIGN_OR_RETURN(drafts, run_draft_tokens(mode, headers.layout.get(), memory, options.plan));
+      NJ_ASSIGN_OR_RETURN(drafts,
+                          run_draft_tokens(mode, headers.layout.get(), memory, options.plan));
     } else {
       NJ_ASSIGN_OR_RETURN(drafts, run_draft_tokens(mode, nullptr, 0, options.plan));
     }
@@ -132,14 +133,14 @@ class ModelCache {
     memory_ = memory;
     context_ = context;
     classify_ = classify;
-    spdlog::info("opened model {} in {:.2f} s ({}, context {}, batch {}{}{})", dir_,
-                 std::chrono::duration<double>(Clock::now() - t0).count(),
-                 memory ? "budget " + format_bytes(memory) : std::string("all resident"), context,
-                 batch_,
-                 plan.draft_tokens > 0
-                     ? ", speculative: up to " + std::to_string(plan.draft_tokens) + " drafts per item"
-                     : std::string(),
-                 tokenizer_ ? ", with tokenizer" : "");
+    spdlog::info(
+        "opened model {} in {:.2f} s ({}, context {}, batch {}{}{})", dir_,
+        std::chrono::duration<double>(Clock::now() - t0).count(),
+        memory ? "budget " + format_bytes(memory) : std::string("all resident"), context, batch_,
+        plan.draft_tokens > 0
+            ? ", speculative: up to " + std::to_string(plan.draft_tokens) + " drafts per item"
+            : std::string(),
+        tokenizer_ ? ", with tokenizer" : "");
     return model_.get();
   }
   const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
@@ -331,10 +332,9 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
       ClaimFilter filter;
       for (const Held& h : held) filter.held.insert(h.claim.item.id);
       if (!held.empty())
-        filter.model = ClaimFilter::Model{held.front().claim.job.model_dir,
-                                          held.front().claim.job.memory_bytes.value_or(0),
-                                          models.context(), held.front().claim.job.kind,
-                                          models.speculative_text()};
+        filter.model = ClaimFilter::Model{
+            held.front().claim.job.model_dir, held.front().claim.job.memory_bytes.value_or(0),
+            models.context(), held.front().claim.job.kind, models.speculative_text()};
       NJ_ASSIGN_OR_RETURN(std::optional<Claim> claim,
                           store.claim_next(owner, options.lease_s, alive, filter));
       if (!claim) break;

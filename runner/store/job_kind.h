@@ -32,7 +32,8 @@ inline bool is_classify(const JobRow& job) {
 // items share one mode and its plan.
 inline std::string stored_speculative_text(const JobRow& job) {
   const auto settings = nlohmann::json::parse(job.settings_json, nullptr, false);
-  if (settings.is_object() && settings.contains("speculative") && settings["speculative"].is_string())
+  if (settings.is_object() && settings.contains("speculative") &&
+      settings["speculative"].is_string())
     return settings["speculative"].get<std::string>();
   return "auto";
 }
@@ -42,7 +43,8 @@ inline std::string stored_speculative_text(const JobRow& job) {
 inline Result<jobs::SpeculativeMode> stored_speculative_mode(const JobRow& job) {
   if (known_job_kind(job.kind) != jobs::JobKind::kGenerate) return jobs::SpeculativeMode::kOff;
   auto mode = jobs::parse_speculative_mode(stored_speculative_text(job));
-  if (!mode.ok()) return mode.status().with_context("job " + std::to_string(job.id) + ": speculative");
+  if (!mode.ok())
+    return mode.status().with_context("job " + std::to_string(job.id) + ": speculative");
   return *mode;
 }
 

@@ -19,9 +19,12 @@ uninterrupted run's):
     list every custom_id once.
 
 Default: 24 kills (the ctest suite). --long: 200 kills. --seed reproduces a sequence.
+--max-delay S: the longest life before a kill (default 0.25 s).
 --speculative MODE sets the job's `speculative:` (the suite runs a few kills with ngram:
-drafts verified in the same pass must leave the same checkpoints, commits and output), and
-then also checks that the items' drafts were accepted somewhere, so the kills land in
+drafts verified in the same pass must leave the same checkpoints, commits and output). The
+model then has a vocabulary of 8 tokens (prompt ids taken modulo 8), where prompt lookup
+finds drafts and some are accepted by chance (random weights seldom repeat themselves
+otherwise), and the uninterrupted run must have accepted some, so that kills land in
 speculating passes.
 """
 import os
@@ -65,8 +68,13 @@ class CrashTest(unittest.TestCase):
         print(f"crash test: seed {seed}, {kills_wanted} kills", flush=True)
         rng = random.Random(seed)
         work = njtest.scratch_dir("crash-")
-        model = njtest.make_model(os.path.join(work, "model"))
         items = job_items()
+        if ARGS.speculative:
+            model = njtest.make_model(os.path.join(work, "model"), extra=("--vocab", "8"))
+            for it in items:
+                it["prompt_ids"] = [t % 8 for t in it["prompt_ids"]]
+        else:
+            model = njtest.make_model(os.path.join(work, "model"))
         job_keys = {"speculative": ARGS.speculative} if ARGS.speculative else {}
         spec = njtest.write_spec(os.path.join(work, "job.yaml"), "crash", model, items, max_attempts=100000,
                                  **job_keys)
@@ -89,7 +97,7 @@ class CrashTest(unittest.TestCase):
         log_path = os.path.join(work, "runs.log")
         kills = lives = 0
         # Mean lifetime ~ the start-up plus a few dozen tokens; short ones hit the start-up.
-        max_delay = 0.25
+        max_delay = ARGS.max_delay
         while kills < kills_wanted:
             with open(log_path, "a") as log:
                 batch = ["--batch", "3"] if lives % 2 else []  # alternate lives: 3 items per pass
@@ -157,4 +165,5 @@ if __name__ == "__main__":
     njtest.main(globals(), [("--long", {"action": "store_true"}),
                             ("--kills", {"type": int, "default": 24}),
                             ("--seed", {"type": int, "default": None}),
-                            ("--speculative", {"default": None})])
+                            ("--speculative", {"default": None}),
+                            ("--max-delay", {"type": float, "default": 0.25})])

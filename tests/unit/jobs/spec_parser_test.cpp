@@ -207,9 +207,8 @@ TEST_CASE("a model directory without config.json is reported at the model key", 
 namespace nj::jobs {
 namespace {
 
-TEST_CASE(
-    "speculative: is auto by default, or off or ngram when given; other modes are refused",
-    "[jobs][spec]") {
+TEST_CASE("speculative: is auto by default, or off or ngram when given; other modes are refused",
+          "[jobs][spec]") {
   const std::string head = "name: x\nmodel: /m\nkind: generate\n";
   const std::string items = "items:\n  - {id: a, prompt_ids: [1]}\n";
   auto plain = parse_job_spec(head + items, "s.yaml", "/");
