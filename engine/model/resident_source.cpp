@@ -44,30 +44,48 @@ Result<std::unique_ptr<ResidentSource>> ResidentSource::open(const TensorIndex& 
     files.push_back(std::move(file));
   }
   const ModelConfig& c = layout.config();
-  auto load = [&](const UnitLayout& unit) -> Result<const uint8_t*> {
-    AlignedBuffer buf(unit.buffer_bytes);
-    NJ_RETURN_IF_ERROR(read_unit(files, unit, buf.data()));
-    src->buffers_.push_back(std::move(buf));
-    return src->buffers_.back().data();
+  // Reads `units` into one slab, each at a 4 KiB-aligned offset; returns where each landed.
+  // One slab per layer rather than a buffer per unit: a layer's experts are a few hundred MB
+  // together, large enough for transparent huge pages (AlignedBuffer), where each MB-sized
+  // expert alone would sit in 4 KiB pages and cost a TLB miss every 4 KiB of an expert
+  // product (see ExpertCache's slab for the measurement).
+  auto load = [&](std::span<const UnitLayout* const> units) -> Result<std::vector<const uint8_t*>> {
+    std::vector<size_t> offsets;
+    size_t total = 0;
+    for (const UnitLayout* u : units) {
+      offsets.push_back(total);
+      total += align_up(u->buffer_bytes, kDirectAlign);
+    }
+    AlignedBuffer slab(total);
+    std::vector<const uint8_t*> at;
+    for (size_t i = 0; i < units.size(); ++i) {
+      NJ_RETURN_IF_ERROR(read_unit(files, *units[i], slab.data() + offsets[i]));
+      at.push_back(slab.data() + offsets[i]);
+    }
+    src->buffers_.push_back(std::move(slab));
+    return at;
   };
   src->experts_.resize(static_cast<size_t>(c.layers));
   for (int l = 0; l < c.layers; ++l) {
     const LayerLayout& ll = layout.layer(l);
-    NJ_ASSIGN_OR_RETURN(const uint8_t* bytes, load(ll.unit));
-    src->layers_.push_back(std::make_shared<LayerWeights>(materialize_layer(c, ll, bytes)));
+    std::vector<const UnitLayout*> units = {&ll.unit};
+    if (!ll.is_dense)
+      for (int e = 0; e < c.num_experts; ++e) units.push_back(&layout.expert(l, e).unit);
+    NJ_ASSIGN_OR_RETURN(std::vector<const uint8_t*> at, load(units));
+    src->layers_.push_back(std::make_shared<LayerWeights>(materialize_layer(c, ll, at[0])));
     src->stats_.trunk_bytes_read += unit_bytes_read(ll.unit);
     src->stats_.trunk_raw_bytes += ll.unit.tensor_bytes;
     if (ll.is_dense) continue;
     for (int e = 0; e < c.num_experts; ++e) {
       const ExpertLayout& el = layout.expert(l, e);
-      NJ_ASSIGN_OR_RETURN(const uint8_t* eb, load(el.unit));
       src->experts_[static_cast<size_t>(l)].push_back(
-          std::make_shared<ExpertWeights>(materialize_expert(el, eb)));
+          std::make_shared<ExpertWeights>(materialize_expert(el, at[static_cast<size_t>(e) + 1])));
       src->stats_.expert_bytes_read += el.unit.tensor_bytes;
     }
   }
-  NJ_ASSIGN_OR_RETURN(const uint8_t* hb, load(layout.head().unit));
-  src->head_ = std::make_shared<HeadWeights>(materialize_head(c, layout.head(), hb));
+  const UnitLayout* head_unit[] = {&layout.head().unit};
+  NJ_ASSIGN_OR_RETURN(std::vector<const uint8_t*> hb, load(head_unit));
+  src->head_ = std::make_shared<HeadWeights>(materialize_head(c, layout.head(), hb[0]));
   src->stats_.head_bytes_read += unit_bytes_read(layout.head().unit);
   src->stats_.trunk_raw_bytes += layout.head().unit.tensor_bytes;
 

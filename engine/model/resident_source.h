@@ -37,7 +37,7 @@ class ResidentSource final : public WeightSource {
   explicit ResidentSource(const ModelLayout& layout) : layout_(layout) {}
 
   const ModelLayout& layout_;
-  std::vector<AlignedBuffer> buffers_;  // every unit's bytes
+  std::vector<AlignedBuffer> buffers_;  // one slab per layer (its trunk and experts), the head's
   std::vector<std::shared_ptr<const LayerWeights>> layers_;
   std::vector<std::vector<std::shared_ptr<const ExpertWeights>>> experts_;
   std::shared_ptr<const HeadWeights> head_;

@@ -8,12 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <unordered_map>
-#include <deque>
 #include <vector>
 
 #include "engine/io/file.h"
@@ -24,7 +24,7 @@
 namespace nj {
 
 struct ExpertCandidate {
-  int buffer = 0;         // pool index
+  int buffer = 0;  // pool index
   int layer = 0;
   int expert = 0;
   uint64_t last_use = 0;  // logical clock of the last acquire
@@ -56,14 +56,16 @@ struct ExpertCacheStats {
 class ExpertCache {
  public:
   // Starts reading a unit into a buffer; the source owns the files and the read pool.
-  using ReadUnit = std::function<std::shared_ptr<ReadTicket>(const UnitLayout&, uint8_t* buffer, ReadPriority)>;
+  using ReadUnit =
+      std::function<std::shared_ptr<ReadTicket>(const UnitLayout&, uint8_t* buffer, ReadPriority)>;
   // Waits for a read the caller needs now (and counts the wait).
   using Await = std::function<Status(const std::shared_ptr<ReadTicket>&)>;
 
   // `buffers` buffers of `buffer_bytes`; `cache_slots[l]` idle experts layer l may keep.
   // `layout` must outlive the cache.
-  ExpertCache(const ModelLayout& layout, int buffers, uint64_t buffer_bytes, std::vector<int> cache_slots,
-              std::shared_ptr<const ExpertCachePolicy> policy, ReadUnit read, Await await);
+  ExpertCache(const ModelLayout& layout, int buffers, uint64_t buffer_bytes,
+              std::vector<int> cache_slots, std::shared_ptr<const ExpertCachePolicy> policy,
+              ReadUnit read, Await await);
 
   // Announces the experts layer l is about to acquire; misses start reading now.
   void will_need(int l, std::span<const int> experts);
@@ -76,7 +78,7 @@ class ExpertCache {
 
  private:
   struct Buffer {
-    AlignedBuffer buf;
+    uint8_t* bytes = nullptr;     // its stride of slab_
     int layer = -1, expert = -1;  // -1: free
     std::shared_ptr<ReadTicket> ticket;
     std::shared_ptr<const ExpertWeights> view;
@@ -96,6 +98,7 @@ class ExpertCache {
   ReadUnit read_;
   Await await_;
   mutable std::mutex mu_;
+  AlignedBuffer slab_;  // every buffer's bytes
   std::vector<Buffer> buffers_;
   std::vector<std::unordered_map<int, int>> where_;  // [layer]: expert → buffer
   std::vector<std::deque<int>> pending_;             // [layer]: announced, not yet issued
