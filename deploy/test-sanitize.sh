@@ -14,9 +14,11 @@
 # (cli_run, cli_classify, cli_state, cli_generate_batch, cli_openai_batch, cli_array,
 # cli_outputs_overwrite, cli_openai_examples, cli_doctor, cli_tokenize: 3-4x slower here;
 # and, measured here on 2026-12-02 at 410, 155, 100 and 79 s of the stage's 889 s,
-# cli_plan_spec, cli_backoff_and_stalled, cli_speculative, cli_classify_resume),
+# cli_plan_spec, cli_backoff_and_stalled, cli_speculative, cli_classify_resume; and
+# cli_run_speculative, whose engine and runner paths the [runner][spec] Catch2 test runs here),
 # and four that cannot or need not run under the sanitizers:
-#   crash_sigkill   its SIGKILLs at random instants test durability, not memory
+#   crash_sigkill, crash_sigkill_speculative   SIGKILLs at random instants test durability,
+#                   not memory
 #   store_faults    the same night per injection point, already run in the normal build
 #   cli_thread_limits  limits the address space (RLIMIT_AS) to make threads fail to start;
 #                   ASan's shadow memory needs terabytes of address space and aborts first
@@ -41,8 +43,8 @@ cmake -S . -B build-asan -DNIGHTJAR_SANITIZE=ON -DNIGHTJAR_BUILD_BENCH=OFF \
 cmake --build build-asan -j"$jobs"
 python_only='reference_.*|schema_contract'
 long_cli='cli_run|cli_classify|cli_state|cli_generate_batch|cli_openai_batch|cli_array|cli_outputs_overwrite|cli_openai_examples|cli_doctor|cli_tokenize'
-long_cli+='|cli_plan_spec|cli_backoff_and_stalled|cli_speculative|cli_classify_resume'
-cannot='crash_sigkill|store_faults|cli_thread_limits|cli_disk_full_releases_lease'
+long_cli+='|cli_plan_spec|cli_backoff_and_stalled|cli_speculative|cli_classify_resume|cli_run_speculative'
+cannot='crash_sigkill|crash_sigkill_speculative|store_faults|cli_thread_limits|cli_disk_full_releases_lease'
 # Leaks are bugs too: LeakSanitizer checks every test process at exit.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit -E "^(${python_only}|${long_cli}|${cannot})\$"

@@ -86,10 +86,6 @@ void read_generate_kind(MapReader& top, JobSpec& spec) {
     auto mode = parse_speculative_mode(*v);
     if (!mode.ok())
       errors.add(*top.find("speculative"), "speculative", mode.status().message());
-    else if (*mode == SpeculativeMode::kNgram)  // refused rather than silently ignored
-      errors.add(*top.find("speculative"), "speculative",
-                 "ngram is not used by run yet (its items decode plainly); use auto or off, or "
-                 "`nightjar generate --speculative ngram` for one prompt");
     else
       spec.speculative = *mode;
   }

@@ -9,9 +9,15 @@
 //   max_attempts: N            optional, default 3: failed attempts (errors, lost processes)
 //                              after which an item fails with its last error
 //   priority: N                optional, default 0; higher first, FIFO among equals
-//   speculative: MODE          optional, generate only: auto (default) or off. `run` does not
-//                              speculate yet, so both decode plainly; ngram (prompt-lookup
-//                              drafts, verified exactly) is refused until it does
+//   speculative: MODE          optional, generate only: how `run` decodes the items
+//                              (engine/spec/; the tokens are the same in every mode):
+//                              ngram   prompt-lookup drafts verified in the same pass,
+//                                      as many per pass as the budget holds (up to 8,
+//                                      adapting to each item's acceptance)
+//                              auto    (default) ngram when the planner says it pays at
+//                                      the job's budget (the weights stream and one draft
+//                                      breaks even below 50 % acceptance), else off
+//                              off     one token per item per pass
 //   defaults:                  optional per-item settings (each key also allowed per item)
 //     max_tokens: N            tokens to generate, 1..1048576, default 64
 //     temperature: X           0 = greedy (default); > 0 samples

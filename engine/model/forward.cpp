@@ -74,7 +74,8 @@ Forward::Forward(Model& model, ForwardOptions options) : model_(model), options_
   const ModelConfig& c = model.config();
   const int tentative_rows = std::max(0, options_.tentative_rows);
   acts_.allocate(c, ActivationShape{std::max(1, options_.max_rows), std::max(1, options_.max_sequences),
-                                    std::max(1, options_.max_context), 1, tentative_rows > 0 ? 1 : 0,
+                                    std::max(1, options_.max_context), 1,
+                                    tentative_rows > 0 ? std::max(1, options_.tentative_sequences) : 0,
                                     tentative_rows, options_.kda_rollback});
   if (options_.record_routing) routing_ = RoutingProfile(c.layers, c.num_experts);
 }

@@ -30,6 +30,10 @@ struct ForwardOptions {
   int tentative_rows = 0;
   // How tentative steps keep KDA undoable (activations.h); never changes a result.
   KdaRollback kda_rollback = kDefaultKdaRollback;
+  // Tentative steps one pass may carry (a batch whose sequences all speculate: its batch),
+  // reserved up front as the planner counts them (planned_activation_shape); with
+  // tentative_rows > 0, at least 1.
+  int tentative_sequences = 1;
 };
 
 // Totals over the passes a Forward ran.

@@ -190,10 +190,10 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     if ((a->speculative == "oracle") != !a->draft_ids.empty())
       return report_usage_error("--draft-ids", invalid_argument("--speculative oracle and --draft-ids go together"));
     if (!a->prompts_file.empty()) {
-      if (speculate)
+      if (a->speculative == "oracle")
         return report_usage_error("--speculative",
-                                  invalid_argument("not yet with --prompts-file (the batch decode loop does "
-                                                   "not speculate yet); decode one prompt at a time"));
+                                  invalid_argument("oracle drafts are for one prompt; with --prompts-file "
+                                                   "use ngram"));
       if (!a->prompt_ids.empty() || !a->prompt_text.empty() || !a->prompt_file.empty() || !a->chat_file.empty() ||
           !a->load_state.empty() ||
           !a->save_state.empty() || !a->save_routing.empty())
@@ -209,6 +209,8 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       if (Status s = validate_sampling(b.sampling); !s.ok()) return report_usage_error("sampling", s);
       b.ignore_eos = a->ignore_eos;
       b.output = a->output;
+      b.draft_tokens = speculate ? a->draft_tokens : 0;
+      b.kda_rollback = a->kda_rollback == "snapshots" ? KdaRollback::kSnapshots : KdaRollback::kReplay;
       auto config = load_model_config(a->model.model);
       if (!config.ok()) return report_failure(config.status());
       b.vocab = config->vocab;
@@ -347,7 +349,7 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
     const int32_t eos = tokenizer && !a->ignore_eos ? tokenizer->eos_id() : -1;
     // With speculation a pass also feeds drafts; verification emits exactly the tokens this
     // loop would (engine/spec/verify.h), so the loop, its RNG and its last state are the same.
-    std::optional<SpeculativeDecoder> spec;
+    std::optional<SpeculativeDecoder<Session>> spec;
     if (speculate) {
       DraftLengthOptions dl;
       dl.max_draft_tokens = planned_drafts;

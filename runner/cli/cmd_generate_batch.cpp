@@ -5,7 +5,8 @@
 // Input, one JSON object per line (blank lines skipped):
 //   {"id": "...", "prompt_ids": [3, 7, 11]}  or  {"id": "...", "prompt": "text"}
 // optionally with "max_tokens", "temperature" and "seed" (overriding the flags). Ids are
-// unique strings.
+// unique strings. With --speculative ngram every sequence speculates (lockstep.h); its
+// tokens are still exactly plain decoding's.
 #include "runner/cli/cmd_generate_batch.h"
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/model/forward.h"
+#include "engine/spec/pass_cost.h"
 #include "runner/cli/exit_codes.h"
 #include "runner/cli/output.h"
 #include "runner/run/clock.h"
@@ -112,6 +114,8 @@ int run_generate_batch(const BatchGenerateArgs& a, const std::optional<Tokenizer
   RunShape shape{context, a.model.prefill_chunk, false};
   int batch = a.batch > 0 ? a.batch : n;
   shape.batch = std::min(batch, n);
+  shape.draft_tokens = a.draft_tokens;
+  shape.kda_rollback = a.kda_rollback;
   if (a.batch == 0 && !a.model.memory.empty()) {
     auto headers = max_batch_for(a.model, shape);
     if (!headers.ok()) return report_failure(headers.status());
@@ -120,10 +124,25 @@ int run_generate_batch(const BatchGenerateArgs& a, const std::optional<Tokenizer
   batch = shape.batch;
   auto model = open_model(a.model, shape);
   if (!model.ok()) return report_failure(model.status());
-  const PlanOptions& po = (*model)->plan_options();
+  // With speculation, the drafts the budget holds beside plain decoding's plan (planner.h,
+  // step 4): never more than asked for, possibly none (then every pass is plain).
+  PlanOptions po = (*model)->plan_options();
+  po.draft_tokens = (*model)->plan().draft_tokens;
+  if (a.draft_tokens > 0 && po.draft_tokens < a.draft_tokens)
+    spdlog::warn("--speculative: the budget leaves room for {} drafted tokens per sequence and pass "
+                 "(asked for {}); drafts never take memory from the weights",
+                 po.draft_tokens, a.draft_tokens);
   const ActivationShape planned = planned_activation_shape(po);
-  Forward forward(**model, ForwardOptions{planned.rows, batch, po.max_context, false});
-  LockstepGenerator gen(forward, batch, planned.rows, a.model.prefill_chunk);
+  ForwardOptions fo{planned.rows, batch, po.max_context, false};
+  LockstepSpeculation speculation;
+  if (po.draft_tokens > 0) {
+    fo.tentative_rows = 1 + po.draft_tokens;
+    fo.tentative_sequences = batch;
+    fo.kda_rollback = a.kda_rollback;
+    speculation = LockstepSpeculation{po.draft_tokens, pass_cost((*model)->layout(), (*model)->plan())};
+  }
+  Forward forward(**model, fo);
+  LockstepGenerator gen(forward, batch, planned.rows, a.model.prefill_chunk, speculation);
   for (auto& r : *requests) gen.add(r);
   const double load_s = seconds_since(t_load);
 
@@ -156,11 +175,17 @@ int run_generate_batch(const BatchGenerateArgs& a, const std::optional<Tokenizer
                     {"compute_s", r.usage.compute_s},
                     {"io_wait_s", r.usage.wait_s},
                     {"bytes_read", r.usage.bytes_read}};
+      if (a.draft_tokens > 0)
+        j["speculation"] = {{"passes", r.speculation.passes},
+                            {"drafted", r.speculation.drafted},
+                            {"accepted", r.speculation.accepted},
+                            {"tokens_per_pass", r.speculation.tokens_per_pass()}};
       results.push_back(j);
     }
     nlohmann::json out;
     out["results"] = results;
     out["batch"] = batch;
+    if (a.draft_tokens > 0) out["max_draft_tokens"] = po.draft_tokens;
     out["timings"] = {{"load_s", load_s},
                       {"run_s", run_s},
                       {"generated_tokens", generated},

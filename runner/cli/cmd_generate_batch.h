@@ -19,6 +19,9 @@ struct BatchGenerateArgs {
   bool ignore_eos = false;
   std::string output = "text";
   int vocab = 0;  // of the model, for checking prompt ids before it is opened
+  // --speculative ngram: the most drafts per sequence and pass (--draft-tokens; 0: off).
+  int draft_tokens = 0;
+  KdaRollback kda_rollback = kDefaultKdaRollback;
 };
 
 // Runs it; returns the exit code (errors are reported).

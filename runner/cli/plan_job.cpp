@@ -65,6 +65,7 @@ int plan_job(const PlanJobArgs& a) {
   const uint64_t memory = spec->memory_bytes.value_or(0);
   JobRunShape shape{spec->model_dir, memory,          classify,    jobs::job_max_context(*spec),
                     a.batch,         a.prefill_chunk, a.io_threads};
+  if (!classify) shape.speculative = spec->speculative;
   auto forecast = forecast_job(*work, shape, rates, a.bandwidth_gbps);
   if (!forecast.ok()) return report_failure(forecast.status());
   const JobPrediction& p = forecast->prediction;
@@ -91,6 +92,7 @@ int plan_job(const PlanJobArgs& a) {
         {"batch", batch},
         {"max_batch", max_batch},
         {"rows_per_pass", forecast->rows_per_pass},
+        {"draft_tokens", forecast->draft_tokens},
         {"passes", p.passes},
         {"rows", p.rows},
         {"prompt_tokens", prompt_rows + work->shared_prefix_rows},

@@ -32,12 +32,15 @@ nlohmann::json result_record(const ItemRow& item, const std::optional<ResultRow>
   if (r && r->details_json) j["details"] = nlohmann::json::parse(*r->details_json, nullptr, false);
   j["timings"] = t;
   const EngineUsage& u = item.usage;
-  j["engine"] = {{"io_wait_s", u.io_wait_s},
-                 {"compute_s", u.compute_s},
-                 {"bytes_read", u.bytes_read},
-                 {"tokens_fed", u.tokens_fed},
-                 {"decode_steps", u.decode_steps},
-                 {"max_batch", u.max_batch}};
+  j["engine"] = {
+      {"io_wait_s", u.io_wait_s},
+      {"compute_s", u.compute_s},
+      {"bytes_read", u.bytes_read},
+      {"tokens_fed", u.tokens_fed},
+      {"decode_steps", u.decode_steps},
+      {"max_batch", u.max_batch},
+      {"speculation",
+       {{"passes", u.spec_passes}, {"drafted", u.spec_drafted}, {"accepted", u.spec_accepted}}}};
   j["engine"]["numerics_version"] =
       item.numerics_version ? nlohmann::json(*item.numerics_version) : nlohmann::json(nullptr);
   return j;

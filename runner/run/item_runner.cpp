@@ -13,11 +13,13 @@
 #include "engine/model/numerics.h"
 #include "engine/model/sampler.h"
 #include "engine/model/session.h"
+#include "engine/spec/decode.h"
 #include "jobs/chat/chat_reply.h"
 #include "jobs/job_spec.h"
 #include "runner/run/chunked_feed.h"
 #include "runner/run/clock.h"
 #include "runner/run/item_end.h"
+#include "runner/store/job_kind.h"
 
 namespace nj::runner {
 namespace {
@@ -41,6 +43,8 @@ class ItemRun {
   }
 
   Result<AttemptReport> run();
+  // What speculation did in this attempt (nothing when the item did not speculate).
+  SpeculationStats speculation() const { return spec_ ? spec_->stats() : SpeculationStats{}; }
 
  private:
   using Step = FeedStep;
@@ -87,6 +91,13 @@ class ItemRun {
   Result<AttemptReport> fail(const std::string& error, bool final = false);
   Result<AttemptReport> finish();
   AttemptReport lost();
+  // Whether the item speculates: its job's `speculative:` is not off and the batch's plan
+  // holds drafts. Errors: an unknown stored mode (the item's attempt fails with it).
+  Result<bool> speculates() const;
+  // Emits `id` (just sampled from `logits`): output, log-probabilities, chat reply, counters.
+  void emit(int32_t id, std::span<const float> logits);
+  // Feeds `id` with drafts and emits the accepted ones. Returns whether one ended the output.
+  Result<bool> feed_speculative(int32_t id);
   // The stored output came from other arithmetic (another engine numerics version): drops
   // the item's checkpoint unread. Returns false when the lease is gone.
   Result<bool> forget_other_numerics();
@@ -109,6 +120,9 @@ class ItemRun {
   EngineUsage usage_;                    // engine work not yet recorded in the store
   std::unique_ptr<ItemSession> session_;
   std::unique_ptr<Sampler> sampler_;
+  // With speculation (BatchSpeculation): the decode step that feeds drafts with the token
+  // just chosen. Made on the final session, once the item has caught up.
+  std::optional<SpeculativeDecoder<ItemSession>> spec_;
   std::unique_ptr<ItemCheckpointWriter> writer_;
   int32_t eos_ = -1;                  // the token that ends the output (-1: none)
   int64_t checkpoint_position_ = -1;  // position of the newest checkpoint (-1: none)
@@ -391,6 +405,42 @@ Result<bool> ItemRun::restart_from_prompt(int64_t restored_position) {
   return true;
 }
 
+Result<bool> ItemRun::speculates() const {
+  NJ_ASSIGN_OR_RETURN(const jobs::SpeculativeMode mode, stored_speculative_mode(claim_.job));
+  return mode != jobs::SpeculativeMode::kOff && env_.speculation.draft_tokens > 0;
+}
+
+void ItemRun::emit(int32_t id, std::span<const float> logits) {
+  output_.push_back(id);
+  if (params_.logprobs)
+    pending_logprobs_.push_back(token_logprobs(logits, id, params_.top_logprobs));
+  ++generated_now_;
+}
+
+// Accepted drafts are emitted in order, each from the pass's logits row it was drawn from;
+// the chat reply reads each as it is verified (a draft that ends the reply ends
+// verification). Drafts stop one short of max_tokens: the last token is sampled, never fed.
+Result<bool> ItemRun::feed_speculative(int32_t id) {
+  const size_t before_tokens = output_.size();
+  std::vector<int32_t> accepted;
+  auto finishes = [&](int32_t draft) {
+    if (reply_) reply_->push(draft);
+    return reply_ ? reply_->ended() : draft == eos_;
+  };
+  const int room = static_cast<int>(params_.max_tokens - static_cast<int64_t>(before_tokens)) - 1;
+  const SequenceUsage before = session_->usage();
+  auto a = spec_->feed(*sampler_, id, room, finishes, &accepted);
+  add_usage(before, session_->usage(), /*decode=*/true, usage_);
+  NJ_RETURN_IF_ERROR(a.status());
+  const size_t vocab = static_cast<size_t>(env_.model.config().vocab);
+  const std::span<const float> rows = spec_->pass_logits();
+  for (size_t i = 0; i < accepted.size(); ++i) emit(accepted[i], rows.subspan(i * vocab, vocab));
+  usage_.spec_passes += 1;
+  usage_.spec_drafted += a->drafted;
+  usage_.spec_accepted += a->accepted;
+  return a->finished;
+}
+
 Result<AttemptReport> ItemRun::finish() {
   NewResult result{output_ended() ? "stop" : "length", static_cast<int64_t>(prompt_.size()),
                    std::nullopt};
@@ -499,25 +549,43 @@ Result<AttemptReport> ItemRun::run() {
     numerics_recorded_ = true;
   }
 
+  auto speculate = speculates();
+  if (!speculate.ok()) return fail(speculate.status().message(), /*final=*/true);
+  if (*speculate) {
+    DraftLengthOptions dl;
+    dl.max_draft_tokens = env_.speculation.draft_tokens;
+    spec_.emplace(*session_, Speculator(std::make_unique<NgramDrafter>(), dl),
+                  env_.speculation.cost);
+  }
+
   // The token loop. The state has consumed prompt + output; last_logits predicts the next.
+  // With speculation a pass also feeds drafts, and verification emits exactly the tokens
+  // this loop would emit one pass each (engine/spec/decode.h): after every pass the state,
+  // the sampler and the output are plain decoding's, so commits and checkpoints are too.
   while (static_cast<int64_t>(output_.size()) < params_.max_tokens) {
     auto t0 = Clock::now();
-    const std::span<const float> logits = session_->last_logits();
-    const int32_t id = sampler_->sample(logits);
-    output_.push_back(id);
-    if (params_.logprobs)
-      pending_logprobs_.push_back(token_logprobs(logits, id, params_.top_logprobs));
+    const int32_t id = sampler_->sample(session_->last_logits());
+    emit(id, session_->last_logits());
     if (reply_) reply_->push(id);
-    ++generated_now_;
     StopControl::publish_tokens(static_cast<int64_t>(output_.size()));
     if (static_cast<int64_t>(output_.size()) == params_.max_tokens || output_ended()) {
       decode_s_ += seconds_since(t0);
       break;  // the last token needs no forward pass
     }
-    const int32_t next[1] = {output_.back()};
-    Status s = feed(next, nullptr, /*decode=*/true);
+    Status s;
+    bool ended = false;
+    if (spec_) {
+      auto fed = feed_speculative(id);
+      if (fed.ok()) ended = *fed;
+      s = fed.status();
+    } else {
+      const int32_t next[1] = {id};
+      s = feed(next, nullptr, /*decode=*/true);
+    }
     decode_s_ += seconds_since(t0);
     if (!s.ok()) return fail(s.message(), s.code() == StatusCode::kNonFinite);
+    StopControl::publish_tokens(static_cast<int64_t>(output_.size()));
+    if (ended) break;  // a draft ended the output: plain decoding would not feed it either
     env_.progress.tokens(static_cast<int64_t>(output_.size()), params_.max_tokens);
     if (env_.lease.lost()) return lost();
     if (auto reason = env_.stop.reason()) return stop(*reason);
@@ -538,19 +606,24 @@ Status feed_counted(ItemSession& session, std::span<const int32_t> ids, std::vec
                     bool decode, EngineUsage& usage) {
   const SequenceUsage before = session.usage();
   Status s = session.feed(ids, rows);
-  const SequenceUsage& after = session.usage();
+  add_usage(before, session.usage(), decode, usage);
+  return s;
+}
+
+void add_usage(const SequenceUsage& before, const SequenceUsage& after, bool decode,
+               EngineUsage& usage) {
   usage.io_wait_s += after.wait_s - before.wait_s;
   usage.compute_s += after.compute_s - before.compute_s;
   usage.bytes_read += static_cast<uint64_t>(std::llround(after.bytes_read - before.bytes_read));
   usage.tokens_fed += static_cast<int64_t>(after.tokens - before.tokens);
   usage.max_batch = std::max<int64_t>(usage.max_batch, after.max_batch);
   if (decode) ++usage.decode_steps;
-  return s;
 }
 
 Result<AttemptReport> run_item(const ItemEnv& env, const Claim& claim) {
   ItemRun run(env, claim);
   auto report = run.run();
+  if (report.ok()) report->speculation = run.speculation();
   env.progress.end_item();
   return report;
 }

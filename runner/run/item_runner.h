@@ -33,6 +33,8 @@
 #include <string>
 
 #include "engine/model/model.h"
+#include "engine/spec/pass_cost.h"
+#include "engine/spec/speculator.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "runner/run/lease_keeper.h"
 #include "runner/run/pass_group.h"
@@ -80,6 +82,19 @@ struct AttemptReport {
   std::optional<ItemState> state_after;  // kAttemptFailed: queued (will retry) or failed
   std::string message;                   // the error or the stop reason
   int64_t tokens_generated = 0;          // new output tokens in this attempt
+  SpeculationStats speculation;          // what speculation did in this attempt
+};
+
+// Speculative decoding in a batch (engine/spec/): the drafts per item and pass the batch's
+// plan holds (0: its items decode plainly), and the plan's byte cost of a pass by its rows,
+// from which each item's draft length adapts to its own acceptance. A generate item
+// speculates when its job's `speculative:` is not off and the plan holds drafts; the plan
+// holds them only for jobs whose mode asks (scheduler.h, run_draft_tokens), and a batch's
+// items share their jobs' mode (the claim filter). Speculation never changes a token
+// (engine/spec/decode.h): the item's output, commits and checkpoints are plain decoding's.
+struct BatchSpeculation {
+  int draft_tokens = 0;
+  PassCost cost;
 };
 
 // What an item run works with. All references must outlive run_item.
@@ -95,14 +110,18 @@ struct ItemEnv {
   PassGroup& passes;        // the passes this item's tokens share with the rest of its batch
   PrefixGate& prefix_gate;  // classify: one item of the batch at a time loads/prefills a prefix
   ProgressReporter& progress;
+  const BatchSpeculation& speculation;
 };
 
-// session.feed(ids, rows), adding the item's share of what the engine did to `usage`:
-// engine time, weight bytes read (its share of each pass, by its rows), tokens consumed, the
-// largest batch it shared a pass with, and one decode step when `decode`. Returns the
-// feed's status.
+// session.feed(ids, rows), adding the item's share of what the engine did to `usage`
+// (add_usage). Returns the feed's status.
 Status feed_counted(ItemSession& session, std::span<const int32_t> ids, std::vector<float>* rows,
                     bool decode, EngineUsage& usage);
+// Adds what the engine did for an item between two readings of its session's usage to
+// `usage`: engine time, weight bytes read (its share of each pass, by its rows), tokens
+// consumed, the largest batch it shared a pass with, and one decode step when `decode`.
+void add_usage(const SequenceUsage& before, const SequenceUsage& after, bool decode,
+               EngineUsage& usage);
 
 // Runs the claimed item until it is done, stops, loses its lease or fails an attempt.
 // Returns a Status only for store failures (I/O, disk full), after which the run must end

@@ -146,6 +146,7 @@ Result<JobWork> remaining_work(const JobRow& job, const std::vector<ItemRow>& it
   shape->model_dir = job.model_dir;
   shape->memory_bytes = job.memory_bytes.value_or(0);
   shape->classify = is_classify(job);
+  NJ_ASSIGN_OR_RETURN(shape->speculative, stored_speculative_mode(job));
   shape->context = 1;
   if (settings.contains("max_context") && settings["max_context"].is_number_integer())
     shape->context = settings["max_context"].get<int64_t>();
@@ -206,8 +207,11 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape,
     f.batch = run_batch(shape.batch, f.max_batch, items);
   }
   po.batch = f.batch;
+  NJ_ASSIGN_OR_RETURN(po.draft_tokens,
+                      run_draft_tokens(shape.speculative, &layout, shape.memory_bytes, po));
   NJ_ASSIGN_OR_RETURN(ResidencyPlan plan, plan_residency(layout, shape.memory_bytes, po));
   f.rows_per_pass = plan.rows_per_pass;
+  f.draft_tokens = plan.draft_tokens;
   const PassCostModel cost(layout, plan, rates, bandwidth_gbps);
   f.prediction =
       predict_job(work, JobPlanShape{f.batch, plan.rows_per_pass, po.prefill_chunk}, cost);

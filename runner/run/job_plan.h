@@ -11,10 +11,12 @@
 // the last token needs no pass; a classification walks its label trie, one row per token of
 // the trie's feed paths). A classification's template prefix is prefilled once, by the
 // job's first item, before the others start (they restore its state).
-// Every step computes the logits of its last row. Among members a pass woke together, the
-// replay takes them in the order they joined, `run` in the order their threads come back;
-// so when their steps do not all fit a pass, the pass count may differ by a little.
-// Documents that wait at the prefix gate join the first pass after the prefix is saved.
+// Every step computes the logits of its last row. A speculating job's plan holds its draft
+// rows (rows_per_pass, memory), but the replay decodes one row per item and pass, as if no
+// draft were ever accepted: how many are depends on the text, which the plan cannot know. Among
+// members a pass woke together, the replay takes them in the order they joined, `run` in the order
+// their threads come back; so when their steps do not all fit a pass, the pass count may differ by
+// a little. Documents that wait at the prefix gate join the first pass after the prefix is saved.
 #pragma once
 
 #include <cstdint>
@@ -79,13 +81,17 @@ struct JobRunShape {
   int batch = 0;          // --batch, or 0 for run's choice
   int prefill_chunk = 0;  // --prefill-chunk, or 0 for run's default
   int io_threads = 0;     // --io-threads, or 0 for run's default
+  // A generate job's `speculative:`: the plan then holds draft rows as run's does
+  // (run_draft_tokens, scheduler.h).
+  jobs::SpeculativeMode speculative = jobs::SpeculativeMode::kOff;
 };
 
 struct JobForecast {
   JobPrediction prediction;
   int batch = 1;
-  int max_batch = 0;  // what the budget holds (0 when everything is resident)
-  int rows_per_pass = 1;
+  int max_batch = 0;      // what the budget holds (0 when everything is resident)
+  int rows_per_pass = 1;  // with drafts: batch x (1 + draft_tokens) decode rows at most
+  int draft_tokens = 0;   // drafts per item and pass the plan holds (speculative jobs)
 };
 
 // The work a stored job has left: queued items whole, running ones from their stored

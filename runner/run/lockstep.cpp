@@ -14,15 +14,17 @@ const char* finish_reason_name(FinishReason r) {
   return "none";
 }
 
-LockstepGenerator::LockstepGenerator(Forward& forward, int batch, int max_rows, int prefill_chunk)
-    : forward_(forward), batch_(std::max(1, batch)), max_rows_(std::max(max_rows, std::max(1, batch))),
-      prefill_chunk_(std::max(1, prefill_chunk)) {}
+LockstepGenerator::LockstepGenerator(Forward& forward, int batch, int max_rows, int prefill_chunk,
+                                     LockstepSpeculation speculation)
+    : forward_(forward),
+      batch_(std::max(1, batch)),
+      max_rows_(std::max(max_rows, std::max(1, batch) * (1 + std::max(0, speculation.draft_tokens)))),
+      prefill_chunk_(std::max(1, prefill_chunk)),
+      speculation_(speculation) {}
 
 void LockstepGenerator::add(GenerationRequest request) { queue_.push_back(std::move(request)); }
 
-bool LockstepGenerator::sample(Live& l) {
-  const int32_t id = l.sampler.sample(l.state.last_logits);
-  l.result.output.push_back(id);
+bool LockstepGenerator::ends(Live& l, int32_t id) {
   if (id == l.request.eos) {
     l.result.finish = FinishReason::kStop;
     return true;
@@ -31,6 +33,13 @@ bool LockstepGenerator::sample(Live& l) {
     l.result.finish = FinishReason::kLength;
     return true;
   }
+  return false;
+}
+
+bool LockstepGenerator::sample(Live& l) {
+  const int32_t id = l.sampler.sample(l.state.last_logits);
+  l.result.output.push_back(id);
+  if (ends(l, id)) return true;
   l.next = id;
   return false;
 }
@@ -48,20 +57,41 @@ Status LockstepGenerator::step(std::vector<GenerationResult>* finished) {
                                          Sampler(SamplingParams{}), 0, -1, false, {}});
     l->sampler = Sampler(l->request.sampling);
     l->result.id = l->request.id;
+    if (speculation_.draft_tokens > 0) {
+      DraftLengthOptions dl;
+      dl.max_draft_tokens = speculation_.draft_tokens;
+      l->spec.emplace(std::make_unique<NgramDrafter>(), dl);
+    }
     active_.push_back(std::move(l));
   }
   if (active_.empty()) return Status();
 
-  // Decode rows first (one each), then prefill chunks in the rows left.
+  // Decode rows first (one each, or with speculation the token and its drafts: drafts stop
+  // one short of max_tokens, whose last token is sampled, never fed), then prefill chunks in
+  // the rows left.
   std::vector<SeqStep> steps;
   std::vector<Live*> in_pass;
   int rows = 0;
+  const size_t vocab = static_cast<size_t>(forward_.model().config().vocab);
+  PassLoad load;
   for (auto& l : active_)
     if (l->fed == l->request.prompt.size()) {
-      steps.push_back(SeqStep{&l->state, std::span<const int32_t>(&l->next, 1), LogitsWanted::kLast, nullptr,
-                              &l->result.usage});
+      std::span<const int32_t> fed(&l->next, 1);
+      if (l->spec) {
+        const int room = l->request.max_tokens - static_cast<int>(l->result.output.size()) - 1;
+        fed = l->spec->feed(l->state.tokens, l->next, room, speculation_.cost, &load);
+      }
+      l->tentative = fed.size() > 1;
+      SeqStep step{&l->state, fed, LogitsWanted::kLast, nullptr, &l->result.usage};
+      if (l->tentative) {
+        l->logits.resize(fed.size() * vocab);
+        step.logits = LogitsWanted::kAll;
+        step.all_logits = l->logits.data();
+        step.tentative = true;
+      }
+      steps.push_back(step);
       in_pass.push_back(l.get());
-      ++rows;
+      rows += static_cast<int>(fed.size());
     }
   for (auto& l : active_) {
     if (l->fed == l->request.prompt.size() || rows >= max_rows_) continue;
@@ -80,6 +110,20 @@ Status LockstepGenerator::step(std::vector<GenerationResult>* finished) {
     if (l.fed < l.request.prompt.size()) {
       l.fed += steps[i].ids.size();
       if (l.fed < l.request.prompt.size()) continue;  // more prompt to come
+    } else if (l.spec) {
+      // Verification emits the drafts plain decoding would draw; the sequence keeps their
+      // rows (a draft that ends it is, like plain decoding's last token, never fed).
+      const std::span<const float> logits =
+          l.tentative ? std::span<const float>(l.logits) : std::span<const float>(l.state.last_logits);
+      auto finishes = [&](int32_t id) { return ends(l, id); };
+      const Acceptance a =
+          l.spec->verify(l.sampler, logits, static_cast<int>(vocab), finishes, &l.result.output);
+      if (l.tentative) NJ_RETURN_IF_ERROR(forward_.keep(l.state, a.rows_to_keep()));
+      l.result.speculation = l.spec->stats();
+      if (a.finished) {
+        l.finished = true;
+        continue;
+      }
     }
     l.finished = sample(l);
   }

@@ -6,16 +6,23 @@
 // Each sequence samples exactly as a solo `generate` would (its own Sampler, one draw per
 // token, from logits that are bit-identical to its solo run's), so its tokens are the
 // same whatever shares its passes.
+//
+// Speculation (engine/spec/, LockstepSpeculation): a decoding sequence's step is then the
+// token just chosen and its prompt-lookup drafts, a tentative step verified after the pass
+// (Speculator::verify, Forward::keep) exactly as `generate --speculative` verifies its own:
+// the tokens are the same.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/model/forward.h"
 #include "engine/model/sampler.h"
+#include "engine/spec/speculator.h"
 #include "engine/util/status.h"
 
 namespace nj::runner {
@@ -36,7 +43,17 @@ struct GenerationResult {
   std::string id;
   std::vector<int32_t> output;
   FinishReason finish = FinishReason::kNone;
-  SequenceUsage usage;  // its share of the passes it took part in
+  SequenceUsage usage;           // its share of the passes it took part in
+  SpeculationStats speculation;  // zero without speculation
+};
+
+// Speculative decoding for every sequence: at most `draft_tokens` drafts per sequence and
+// pass (the plan's; 0: off), each sequence's draft length adapting against `cost`.
+// REQUIRES: the Forward takes tentative steps of 1 + draft_tokens rows for every sequence
+// of a pass (ForwardOptions::tentative_rows, tentative_sequences).
+struct LockstepSpeculation {
+  int draft_tokens = 0;
+  PassCost cost;
 };
 
 class LockstepGenerator {
@@ -44,7 +61,9 @@ class LockstepGenerator {
   // `batch`: sequences per pass; `max_rows`: rows per pass (decode rows first, then prefill
   // chunks of at most `prefill_chunk` tokens fill the rest). REQUIRES: batch >= 1,
   // max_rows >= batch.
-  LockstepGenerator(Forward& forward, int batch, int max_rows, int prefill_chunk);
+  // max_rows >= batch x (1 + speculation.draft_tokens).
+  LockstepGenerator(Forward& forward, int batch, int max_rows, int prefill_chunk,
+                    LockstepSpeculation speculation = {});
 
   void add(GenerationRequest request);
   bool done() const { return active_.empty() && queue_.empty(); }
@@ -58,16 +77,22 @@ class LockstepGenerator {
     GenerationRequest request;
     SequenceState state;
     Sampler sampler;
-    size_t fed = 0;         // prompt tokens fed
-    int32_t next = -1;      // the sampled token to feed in the next pass
+    size_t fed = 0;     // prompt tokens fed
+    int32_t next = -1;  // the sampled token to feed in the next pass
     bool finished = false;
     GenerationResult result;
+    std::optional<Speculator> spec;  // with speculation
+    std::vector<float> logits;       // [rows][vocab] of its tentative step
+    bool tentative = false;          // its step in this pass is tentative
   };
   // Samples the next token after the sequence's last logits; true when it finishes.
   bool sample(Live& l);
+  // Whether `id`, just emitted, ends the sequence (and why).
+  bool ends(Live& l, int32_t id);
 
   Forward& forward_;
   int batch_, max_rows_, prefill_chunk_;
+  LockstepSpeculation speculation_;
   std::deque<GenerationRequest> queue_;
   std::vector<std::unique_ptr<Live>> active_;
 };

@@ -39,6 +39,21 @@ Status ItemSession::feed(std::span<const int32_t> ids, std::vector<float>* all_l
                         [this](SeqStep& step) { return group_.take_part(step); });
 }
 
+Status ItemSession::feed_tentative(std::span<const int32_t> ids, std::vector<float>* all_logits) {
+  all_logits->resize(ids.size() * static_cast<size_t>(model().config().vocab));
+  SeqStep step{&state_, ids, LogitsWanted::kAll, all_logits->data(), &usage_};
+  step.tentative = true;
+  return group_.take_part(step);
+}
+
+Model& ItemSession::model() {
+  return group_.forward().model();
+}
+
+Status ItemSession::keep(int rows) {
+  return group_.forward().keep(state_, rows);
+}
+
 Status ItemSession::skip_pass() {
   return group_.take_part(SeqStep{});
 }

@@ -40,9 +40,19 @@ class ItemSession {
   // of a failed pass gets the error) or Aborted when the run is ending.
   Status feed(std::span<const int32_t> ids, std::vector<float>* all_logits = nullptr);
 
+  // Speculative verification (engine/spec/decode.h): feeds `ids` as one tentative step of
+  // the group's next pass (the token just chosen and its drafts), all_logits receiving
+  // [ids.size()][vocab]. The state is unsettled until keep(rows), which must follow before
+  // this item gives up its turn again (the group's next pass refuses to run before every
+  // tentative step of the last one is settled). Errors as feed.
+  // REQUIRES: ids.size() <= the group Forward's ForwardOptions::tentative_rows.
+  Status feed_tentative(std::span<const int32_t> ids, std::vector<float>* all_logits);
+  Status keep(int rows);
+
   const std::vector<float>& last_logits() const { return state_.last_logits; }
   int64_t position() const { return state_.position; }
   const SequenceState& state() const { return state_; }
+  Model& model();
   // Gives up the turn until the group's next pass is over, feeding nothing (an item that
   // waits for another item's work, e.g. a shared prefix being prefilled).
   Status skip_pass();

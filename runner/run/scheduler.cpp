@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/model.h"
+#include "engine/spec/pass_cost.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/units.h"
 #include "runner/report/job_outputs.h"
@@ -41,6 +42,17 @@ PlanOptions run_plan_options(bool classify, int64_t context, const SchedulerOpti
   o.sequence_states = classify ? 2 : 1;
   o.io_threads = options.io_threads;
   return o;
+}
+
+Result<int> run_draft_tokens(jobs::SpeculativeMode mode, const ModelLayout* layout, uint64_t memory,
+                             PlanOptions po) {
+  if (mode == jobs::SpeculativeMode::kOff) return 0;
+  if (mode == jobs::SpeculativeMode::kNgram) return kRunDraftTokens;
+  if (memory == 0 || !layout) return 0;  // resident: speculation_pays never holds
+  po.draft_tokens = kRunDraftTokens;
+  NJ_ASSIGN_OR_RETURN(ResidencyPlan plan, plan_residency(*layout, memory, po));
+  return plan.draft_tokens > 0 && speculation_pays(pass_cost(*layout, plan), plan) ? kRunDraftTokens
+                                                                                   : 0;
 }
 
 int run_batch(int requested, int max_batch, int64_t items) {
@@ -73,9 +85,8 @@ class ModelCache {
     const uint64_t memory = job.memory_bytes.value_or(0);
     // The plan differs by kind (run_plan_options).
     const bool classify = is_classify(job);
-    if (model_ && dir_ == job.model_dir && memory_ == memory && context_ >= context &&
-        classify_ == classify)
-      return model_.get();
+    if (holds(job, context)) return model_.get();
+    NJ_ASSIGN_OR_RETURN(const jobs::SpeculativeMode mode, stored_speculative_mode(job));
     model_.reset();
     tokenizer_.reset();
     auto t0 = Clock::now();
@@ -86,6 +97,7 @@ class ModelCache {
     batch_ = options_.batch > 0
                  ? options_.batch
                  : static_cast<int>(std::clamp<int64_t>(items, 1, kDefaultResidentBatch));
+    int drafts = 0;
     if (memory > 0) {
       std::string pack_warning;
       NJ_ASSIGN_OR_RETURN(ModelHeaders headers,
@@ -95,9 +107,24 @@ class ModelCache {
       if (options_.batch > one.max_batch)
         spdlog::warn("--batch {}: the budget {} of job {} holds at most {}; running {} per pass",
                      options_.batch, format_bytes(memory), job.id, one.max_batch, batch_);
+      options.plan.batch = batch_;
+      NJ_ASSIGN_OR_RETURN(drafts,
+                          run_draft_tokens(mode, headers.layout.get(), memory, options.plan));
+    } else {
+      NJ_ASSIGN_OR_RETURN(drafts, run_draft_tokens(mode, nullptr, 0, options.plan));
     }
     options.plan.batch = batch_;
+    options.plan.draft_tokens = drafts;
     NJ_ASSIGN_OR_RETURN(model_, Model::open(job.model_dir, options));
+    const ResidencyPlan& plan = model_->plan();
+    speculation_ = BatchSpeculation{plan.draft_tokens, pass_cost(model_->layout(), plan)};
+    spec_text_ = stored_speculative_text(job);
+    if (mode == jobs::SpeculativeMode::kNgram && plan.draft_tokens < drafts)
+      spdlog::warn(
+          "job {} (speculative: ngram): the budget leaves room for {} drafted tokens per item "
+          "and pass (asked for {}){}; drafts never take memory from the weights",
+          job.id, plan.draft_tokens, drafts,
+          plan.draft_tokens == 0 ? ", so its items decode plainly" : "");
     if (Tokenizer::exists_in(job.model_dir)) {
       NJ_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(job.model_dir));
       tokenizer_.emplace(std::move(tok));
@@ -106,10 +133,14 @@ class ModelCache {
     memory_ = memory;
     context_ = context;
     classify_ = classify;
-    spdlog::info("opened model {} in {:.2f} s ({}, context {}, batch {}{})", dir_,
-                 std::chrono::duration<double>(Clock::now() - t0).count(),
-                 memory ? "budget " + format_bytes(memory) : std::string("all resident"), context,
-                 batch_, tokenizer_ ? ", with tokenizer" : "");
+    spdlog::info(
+        "opened model {} in {:.2f} s ({}, context {}, batch {}{}{})", dir_,
+        std::chrono::duration<double>(Clock::now() - t0).count(),
+        memory ? "budget " + format_bytes(memory) : std::string("all resident"), context, batch_,
+        plan.draft_tokens > 0
+            ? ", speculative: up to " + std::to_string(plan.draft_tokens) + " drafts per item"
+            : std::string(),
+        tokenizer_ ? ", with tokenizer" : "");
     return model_.get();
   }
   const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
@@ -117,8 +148,12 @@ class ModelCache {
   int64_t context() const { return context_; }
   bool holds(const JobRow& job, int64_t context) const {
     return model_ && dir_ == job.model_dir && memory_ == job.memory_bytes.value_or(0) &&
-           context_ >= context && classify_ == is_classify(job);
+           context_ >= context && classify_ == is_classify(job) &&
+           spec_text_ == stored_speculative_text(job);
   }
+  // What the plan allows speculation (the jobs of a batch share its `speculative:`).
+  const BatchSpeculation& speculation() const { return speculation_; }
+  const std::string& speculative_text() const { return spec_text_; }
 
  private:
   const SchedulerOptions& options_;
@@ -129,6 +164,8 @@ class ModelCache {
   int64_t context_ = 0;
   bool classify_ = false;  // planned for a classification (windows, last logits only)
   int batch_ = 1;
+  std::string spec_text_;  // the `speculative:` of the jobs it was planned for
+  BatchSpeculation speculation_;
 };
 
 // The longest sequence of the claimed item's job (recorded at submit), at least the item's.
@@ -258,6 +295,7 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
     }
     const AttemptReport& report = **h.report;
     summary.tokens += report.tokens_generated;
+    summary.speculation.add(report.speculation);
     if (report.state_after == ItemState::kDone || report.state_after == ItemState::kFailed)
       ended.emplace(h.claim.job.id, h.claim.job);
     switch (report.outcome) {
@@ -294,9 +332,9 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
       ClaimFilter filter;
       for (const Held& h : held) filter.held.insert(h.claim.item.id);
       if (!held.empty())
-        filter.model = ClaimFilter::Model{held.front().claim.job.model_dir,
-                                          held.front().claim.job.memory_bytes.value_or(0),
-                                          models.context(), held.front().claim.job.kind};
+        filter.model = ClaimFilter::Model{
+            held.front().claim.job.model_dir, held.front().claim.job.memory_bytes.value_or(0),
+            models.context(), held.front().claim.job.kind, models.speculative_text()};
       NJ_ASSIGN_OR_RETURN(std::optional<Claim> claim,
                           store.claim_next(owner, options.lease_s, alive, filter));
       if (!claim) break;
@@ -348,10 +386,18 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
           }
           continue;
         }
-        const PlanOptions& po = (*model)->plan_options();
+        // The activations of the plan: with drafts, a pass holds 1 + draft_tokens rows of
+        // every item (tentative steps) beside the prefill chunks.
+        PlanOptions po = (*model)->plan_options();
+        po.draft_tokens = (*model)->plan().draft_tokens;
         const ActivationShape shape = planned_activation_shape(po);
-        forward = std::make_unique<Forward>(
-            **model, ForwardOptions{shape.rows, po.batch, po.max_context, false});
+        ForwardOptions fo{shape.rows, po.batch, po.max_context, false};
+        if (po.draft_tokens > 0) {
+          fo.tentative_rows = 1 + po.draft_tokens;
+          fo.tentative_sequences = po.batch;
+          fo.kda_rollback = po.kda_rollback;
+        }
+        forward = std::make_unique<Forward>(**model, fo);
         group = std::make_unique<PassGroup>(*forward, shape.rows);
       }
       held.push_back(Held{std::move(*claim), nullptr, Clock::now(), std::nullopt});
@@ -359,9 +405,9 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
       h.lease = std::make_unique<ItemLease>(keeper, h.claim.item.id);
       Model& model = forward->model();
       const Tokenizer* tokenizer = models.tokenizer();
-      group->spawn([&, &h = h, &model = model, tokenizer] {
+      group->spawn([&, &h = h, &model = model, tokenizer, speculation = models.speculation()] {
         ItemEnv env{store, model,    tokenizer, files,       item_options, owner,
-                    stop,  *h.lease, *group,    prefix_gate, progress};
+                    stop,  *h.lease, *group,    prefix_gate, progress,     speculation};
         h.report = run_claimed(env, h.claim);
       });
     }
@@ -434,13 +480,22 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
                      {"compute_s", t.compute_s},
                      {"io_wait_s", t.wait_s},
                      {"max_batch", t.max_sequences},
+                     {"speculation",
+                      {{"passes", summary.speculation.passes},
+                       {"drafted", summary.speculation.drafted},
+                       {"accepted", summary.speculation.accepted}}},
                      {"seconds", std::chrono::duration<double>(Clock::now() - t_start).count()}}
           .dump()));
   spdlog::info(
       "run ended ({}): {} items done, {} failed, {} failed attempts; {} tokens in {:.1f} s; up to "
-      "{} items per pass{}",
+      "{} items per pass{}{}",
       summary.end_reason, summary.done, summary.failed, summary.failed_attempts, summary.tokens,
       std::chrono::duration<double>(Clock::now() - t_start).count(), summary.passes.max_sequences,
+      summary.speculation.passes
+          ? fmt::format("; speculation: {} passes, {} drafted, {} accepted",
+                        summary.speculation.passes, summary.speculation.drafted,
+                        summary.speculation.accepted)
+          : std::string(),
       summary.outputs_failed ? "; the outputs of " + std::to_string(summary.outputs_failed) +
                                    " job(s) could not be written"
                              : std::string());

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "jobs/job_spec.h"
 #include "runner/store/job_store.h"
 
@@ -22,6 +24,28 @@ inline std::optional<jobs::JobKind> known_job_kind(const std::string& stored) {
 // Whether `job` is a classify job (its items are scored against labels; jobs/classify_spec.h).
 inline bool is_classify(const JobRow& job) {
   return known_job_kind(job.kind) == jobs::JobKind::kClassify;
+}
+
+// The `speculative:` a job's settings record (jobs.settings, written by submit), as text:
+// "auto" when the key is absent (classify jobs, and generate jobs submitted before it
+// existed). The claim filter compares the same text in SQL (queue.cpp), so that a batch's
+// items share one mode and its plan.
+inline std::string stored_speculative_text(const JobRow& job) {
+  const auto settings = nlohmann::json::parse(job.settings_json, nullptr, false);
+  if (settings.is_object() && settings.contains("speculative") &&
+      settings["speculative"].is_string())
+    return settings["speculative"].get<std::string>();
+  return "auto";
+}
+
+// The speculative mode of a generate job (off for other kinds: the key does not apply).
+// InvalidArgument naming the job for a mode this nightjar does not know.
+inline Result<jobs::SpeculativeMode> stored_speculative_mode(const JobRow& job) {
+  if (known_job_kind(job.kind) != jobs::JobKind::kGenerate) return jobs::SpeculativeMode::kOff;
+  auto mode = jobs::parse_speculative_mode(stored_speculative_text(job));
+  if (!mode.ok())
+    return mode.status().with_context("job " + std::to_string(job.id) + ": speculative");
+  return *mode;
 }
 
 }  // namespace nj::runner

@@ -31,7 +31,7 @@ const char* const kItemColumns =
     "i.last_error, "
     "i.started_at, i.finished_at, json_extract(i.params, '$.max_tokens'), "
     "i.io_wait_s, i.compute_s, i.bytes_read, i.tokens_fed, i.decode_steps, i.retry_at, "
-    "i.numerics_version, i.max_batch";
+    "i.numerics_version, i.max_batch, i.spec_passes, i.spec_drafted, i.spec_accepted";
 
 JobRow read_job(const Stmt& s, int c) {
   JobRow j;
@@ -81,6 +81,9 @@ ItemRow read_item(const Stmt& s, int c) {
   i.retry_at = s.opt_real(c + 24);
   if (auto v = s.opt_int64(c + 25)) i.numerics_version = static_cast<int>(*v);
   i.usage.max_batch = s.int64(c + 26);
+  i.usage.spec_passes = s.int64(c + 27);
+  i.usage.spec_drafted = s.int64(c + 28);
+  i.usage.spec_accepted = s.int64(c + 29);
   return i;
 }
 

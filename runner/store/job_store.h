@@ -104,6 +104,9 @@ struct EngineUsage {
   int64_t tokens_fed = 0;    // tokens consumed (prompt, replays, decode inputs)
   int64_t decode_steps = 0;  // single-token passes after the prompt
   int64_t max_batch = 0;     // the most sequences that shared a pass with it (008_max_batch.sql)
+  // Speculative decoding (009_speculation.sql): decode passes that fed the token just chosen
+  // with drafts verified in the same pass, the drafted tokens fed, those accepted.
+  int64_t spec_passes = 0, spec_drafted = 0, spec_accepted = 0;
   EngineUsage& operator+=(const EngineUsage& o) {
     io_wait_s += o.io_wait_s;
     compute_s += o.compute_s;
@@ -111,6 +114,9 @@ struct EngineUsage {
     tokens_fed += o.tokens_fed;
     decode_steps += o.decode_steps;
     max_batch = std::max(max_batch, o.max_batch);
+    spec_passes += o.spec_passes;
+    spec_drafted += o.spec_drafted;
+    spec_accepted += o.spec_accepted;
     return *this;
   }
 };
@@ -191,6 +197,9 @@ struct ClaimFilter {
     uint64_t memory_bytes = 0;
     int64_t max_context = 0;  // the positions its plan holds: jobs recorded as needing more wait
     std::string kind;         // the states a sequence keeps differ by kind (classify: 2)
+    // The jobs' `speculative:` as stored (job_kind.h, stored_speculative_text): the plan
+    // holds drafts or not by it.
+    std::string speculative = "auto";
   };
   std::optional<Model> model;
 };

@@ -95,6 +95,7 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
           (filter.model ? "AND j.model_dir = ? AND coalesce(j.memory_bytes, 0) = ? "
                           "AND coalesce(json_extract(j.settings, '$.max_context'), 0) <= ? "
                           "AND j.kind = ? "
+                          "AND coalesce(json_extract(j.settings, '$.speculative'), 'auto') = ? "
                         : "") +
           "ORDER BY j.priority DESC, j.id, i.seq LIMIT 1"));
   pick.bind(1, now);
@@ -102,7 +103,8 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
     pick.bind(2, filter.model->dir)
         .bind(3, static_cast<int64_t>(filter.model->memory_bytes))
         .bind(4, filter.model->max_context)
-        .bind(5, filter.model->kind);
+        .bind(5, filter.model->kind)
+        .bind(6, filter.model->speculative);
   NJ_ASSIGN_OR_RETURN(bool found, pick.step());
   if (!found) {
     NJ_RETURN_IF_ERROR(txn->commit());
@@ -178,14 +180,17 @@ Result<bool> JobStore::write_progress(int64_t item_id, const std::string& owner,
                            "prefill_s = prefill_s + ?, decode_s = decode_s + ?, "
                            "io_wait_s = io_wait_s + ?, compute_s = compute_s + ?, "
                            "bytes_read = bytes_read + ?, tokens_fed = tokens_fed + ?, "
-                           "decode_steps = decode_steps + ?, max_batch = max(max_batch, ?) "
+                           "decode_steps = decode_steps + ?, max_batch = max(max_batch, ?), "
+                           "spec_passes = spec_passes + ?, spec_drafted = spec_drafted + ?, "
+                           "spec_accepted = spec_accepted + ? "
                            "WHERE id = ? AND lease_owner = ? AND state = 'running' "
                            "AND tokens_done = ?"));
   u.bind(1, clock_() + lease_s).bind(2, n).bind(3, p.prefill_s).bind(4, p.decode_s);
   u.bind(5, p.usage.io_wait_s).bind(6, p.usage.compute_s);
   u.bind(7, static_cast<int64_t>(p.usage.bytes_read)).bind(8, p.usage.tokens_fed);
   u.bind(9, p.usage.decode_steps).bind(10, p.usage.max_batch);
-  NJ_RETURN_IF_ERROR(u.bind(11, item_id).bind(12, owner).bind(13, p.first_pos).run());
+  u.bind(11, p.usage.spec_passes).bind(12, p.usage.spec_drafted).bind(13, p.usage.spec_accepted);
+  NJ_RETURN_IF_ERROR(u.bind(14, item_id).bind(15, owner).bind(16, p.first_pos).run());
   if (db_->changes() != 1) {
     NJ_ASSIGN_OR_RETURN(
         Stmt q, db_->prepare("SELECT state, coalesce(lease_owner, ''), tokens_done FROM items "

@@ -19,6 +19,13 @@ uninterrupted run's):
     list every custom_id once.
 
 Default: 24 kills (the ctest suite). --long: 200 kills. --seed reproduces a sequence.
+--max-delay S: the longest life before a kill (default 0.25 s).
+--speculative MODE sets the job's `speculative:` (the suite runs a few kills with ngram:
+drafts verified in the same pass must leave the same checkpoints, commits and output). The
+model then has a vocabulary of 8 tokens (prompt ids taken modulo 8), where prompt lookup
+finds drafts and some are accepted by chance (random weights seldom repeat themselves
+otherwise), and the uninterrupted run must have accepted some, so that kills land in
+speculating passes.
 """
 import os
 import random
@@ -61,9 +68,16 @@ class CrashTest(unittest.TestCase):
         print(f"crash test: seed {seed}, {kills_wanted} kills", flush=True)
         rng = random.Random(seed)
         work = njtest.scratch_dir("crash-")
-        model = njtest.make_model(os.path.join(work, "model"))
         items = job_items()
-        spec = njtest.write_spec(os.path.join(work, "job.yaml"), "crash", model, items, max_attempts=100000)
+        if ARGS.speculative:
+            model = njtest.make_model(os.path.join(work, "model"), extra=("--vocab", "8"))
+            for it in items:
+                it["prompt_ids"] = [t % 8 for t in it["prompt_ids"]]
+        else:
+            model = njtest.make_model(os.path.join(work, "model"))
+        job_keys = {"speculative": ARGS.speculative} if ARGS.speculative else {}
+        spec = njtest.write_spec(os.path.join(work, "job.yaml"), "crash", model, items, max_attempts=100000,
+                                 **job_keys)
         expected = {it["id"]: njtest.reference_output(ARGS.bin, model, it) for it in items}
 
         # The uninterrupted run.
@@ -71,15 +85,19 @@ class CrashTest(unittest.TestCase):
         calm_job = calm.submit(spec)
         p = calm.run("run", *RUN_FLAGS)
         self.assertEqual(p.returncode, 0, p.stderr)
-        calm_out = {r["custom_id"]: r["output_ids"] for r in calm.results(calm_job)}
+        calm_results = calm.results(calm_job)
+        calm_out = {r["custom_id"]: r["output_ids"] for r in calm_results}
         self.assertEqual(calm_out, expected, "an uninterrupted run must equal plain generate")
+        if ARGS.speculative == "ngram":
+            accepted = sum(r["engine"]["speculation"]["accepted"] for r in calm_results)
+            self.assertGreater(accepted, 0, "prompt lookup's drafts were accepted in the uninterrupted run")
 
         nj = njtest.Nightjar(ARGS.bin, os.path.join(work, "home"))
         jobs = [nj.submit(spec)]
         log_path = os.path.join(work, "runs.log")
         kills = lives = 0
         # Mean lifetime ~ the start-up plus a few dozen tokens; short ones hit the start-up.
-        max_delay = 0.25
+        max_delay = ARGS.max_delay
         while kills < kills_wanted:
             with open(log_path, "a") as log:
                 batch = ["--batch", "3"] if lives % 2 else []  # alternate lives: 3 items per pass
@@ -146,4 +164,6 @@ class CrashTest(unittest.TestCase):
 if __name__ == "__main__":
     njtest.main(globals(), [("--long", {"action": "store_true"}),
                             ("--kills", {"type": int, "default": 24}),
-                            ("--seed", {"type": int, "default": None})])
+                            ("--seed", {"type": int, "default": None}),
+                            ("--speculative", {"default": None}),
+                            ("--max-delay", {"type": float, "default": 0.25})])
