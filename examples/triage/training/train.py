@@ -4,6 +4,7 @@ PyTorch, `apt-get install python3-torch`; nothing else in the project does).
 
   /usr/bin/python3 examples/triage/training/train.py [--out examples/triage/model]
       [--work build/triage-training] [--bin build/runner/nightjar] [--score-test]
+  /usr/bin/python3 examples/triage/training/train.py --evaluate MODEL_DIR [--score-test]
 
 Steps (README.md in this directory says why each is so):
   1. the tokenizer: k3_tokenizer_gen.write_tokenizer (the demo tokenizer, K3's format);
@@ -246,6 +247,9 @@ def main(argv=None):
                          "chosen on the development and held-out sets; prints the count only")
     ap.add_argument("--logits", default=LOGITS_FILE,
                     help="where the PyTorch logits on three prompts are written (the test reads the default)")
+    ap.add_argument("--evaluate", metavar="MODEL_DIR",
+                    help="train nothing: score the checkpoint in MODEL_DIR (a finished run's --out) as a "
+                         "run does after training, --score-test included; writes no model and no logits")
     a = ap.parse_args(argv)
 
     t0 = time.time()
@@ -262,6 +266,10 @@ def main(argv=None):
         sys.exit("train: the labels' trie branches below the root on more than one path; "
                  "make_batch feeds one")
     sets = evaluation_sets()
+    if a.evaluate:
+        report_accuracy(export.load_checkpoint(K3(Dims(vocab=vocab), a.seed), a.evaluate), task, sets,
+                        a.score_test)
+        return
     data = corpus.generate(a.seed, a.corpus)
     check_tokenizer(tok, a.bin, tokdir, [t for s in sets.values() for _, t, _ in s] +
                     [t for t, _ in data[:200]] + [task.prefix_text, task.suffix_text])
@@ -313,19 +321,23 @@ def main(argv=None):
     summary = export.write_checkpoint(model, a.out)
     log("checkpoint: %s, %.2f MB, %d tensors" % (a.out, summary["disk_bytes"] / 1e6, summary["tensors"]))
     stored = export.load_checkpoint(K3(Dims(vocab=vocab), a.seed), a.out)
-    report = {}
-    for name in ("dev", "heldout") + (("test",) if a.score_test else ()):
-        acc, nll, rows = evaluate(stored, task, sets[name])
-        report[name] = {"accuracy": acc, "log_loss": nll}
-        log("%s: accuracy %.3f (%d/%d), log-loss %.3f" % (name, acc, round(acc * len(rows)), len(rows), nll))
-        if name == "test":
-            continue                  # the count only: no per-ticket results to tune against
-        for iid, want, got, p in rows:
-            log("  %-34s %-16s %-16s %s" % (iid, want, got + (" " if got == want else " X"),
-                                             " ".join("%.3f" % x for x in p)))
+    report_accuracy(stored, task, sets, a.score_test)
     write_torch_logits(stored, task, sets, a.logits)
     digest = hashlib.sha256(open(os.path.join(a.out, "model.safetensors"), "rb").read()).hexdigest()
     log("model.safetensors sha256 %s; total %.0f s" % (digest, time.time() - t0))
+
+
+def report_accuracy(model, task, sets, score_test):
+    """Prints the accuracy on the development and held-out sets, per ticket, and with
+    `score_test` the test set's count only (no per-ticket results to tune against)."""
+    for name in ("dev", "heldout") + (("test",) if score_test else ()):
+        acc, nll, rows = evaluate(model, task, sets[name])
+        log("%s: accuracy %.3f (%d/%d), log-loss %.3f" % (name, acc, round(acc * len(rows)), len(rows), nll))
+        if name == "test":
+            continue
+        for iid, want, got, p in rows:
+            log("  %-34s %-16s %-16s %s" % (iid, want, got + (" " if got == want else " X"),
+                                             " ".join("%.3f" % x for x in p)))
 
 
 def write_torch_logits(model, task, sets, path):
