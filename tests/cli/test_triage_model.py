@@ -66,9 +66,11 @@ EXPECTED_LABELS = {
 # Issue 19 asks for at least 22 of 24. The committed model (train.py's defaults, the second
 # corpus) labels 20 correctly (t12, t17, t20, t22 wrong; the first model labelled 21 and 31 of
 # the 40 held-out tickets, this one 36 of 40: it was chosen on the development and held-out
-# sets, and the test set was scored once, after the choice). The gate holds what it reaches,
-# not the target: raise it to ISSUE_TARGET when a retrained model gets there. The issue stays
-# open on this point.
+# sets, and the test set was scored once, after the choice). Two later candidates (--seed 2:
+# 59 of the 72 development and held-out tickets; a third word list: 55) did not beat its 63,
+# so neither was scored on the test set nor shipped. The gate holds what ships, not the
+# target: raise it to ISSUE_TARGET when a retrained model gets there. The issue stays open
+# on this point.
 ISSUE_TARGET = 22
 MIN_CORRECT = 20
 
