@@ -8,24 +8,15 @@
 #include <vector>
 
 #include "engine/ops/kernels.h"
+#include "tests/unit/ops/simd_levels.h"
 
 namespace nj::ops {
 namespace {
 
 constexpr float kBeta = 4.0f, kLin = 25.0f;  // K3's situ_beta and situ_linear_beta
 
-std::vector<SimdLevel> levels() {
-  std::vector<SimdLevel> out = {SimdLevel::kScalar};
-  if (detect_simd_level() >= SimdLevel::kAvx2) out.push_back(SimdLevel::kAvx2);
-  if (detect_simd_level() >= SimdLevel::kAvx512) out.push_back(SimdLevel::kAvx512);
-  return out;
-}
-
-uint32_t bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
+using testing::bits;
+using testing::levels;
 
 double exact(double g, double u) {
   return kBeta * std::tanh(g / kBeta) / (1.0 + std::exp(-g)) * (kLin * std::tanh(u / kLin));
