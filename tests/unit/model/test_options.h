@@ -1,10 +1,11 @@
-// ModelOptions for the engine tests' small models, and the minimum budget of a plan: one
-// place for the settings that make a small model exercise the streaming paths.
+// ModelOptions for the engine tests' small models, a model's layout, and the minimum budget of
+// a plan: one place for the settings that make a small model exercise the streaming paths.
 #pragma once
 
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
@@ -39,15 +40,27 @@ inline ModelOptions small_model_options(const SmallModelOptions& s) {
   return o;
 }
 
-// The least budget that runs o's plan at its batch on the model in `dir`.
-inline uint64_t plan_minimum(const std::string& dir, const ModelOptions& o) {
+// A model directory's config, tensor index and layout, loaded (the layout refers into the
+// index: keep them together).
+struct LoadedLayout {
+  ModelConfig config;
+  TensorIndex index;
+  ModelLayout layout;
+};
+
+inline LoadedLayout load_layout(const std::string& dir) {
   auto config = load_model_config(dir);
   REQUIRE(config.ok());
   auto index = TensorIndex::open(dir);
   REQUIRE(index.ok());
   auto layout = ModelLayout::build(*config, *index);
   REQUIRE(layout.ok());
-  return min_memory_for_batch(*layout, o.plan, o.plan.batch);
+  return LoadedLayout{*config, std::move(*index), std::move(*layout)};
+}
+
+// The least budget that runs o's plan at its batch on the model in `dir`.
+inline uint64_t plan_minimum(const std::string& dir, const ModelOptions& o) {
+  return min_memory_for_batch(load_layout(dir).layout, o.plan, o.plan.batch);
 }
 
 }  // namespace nj::testing
