@@ -183,11 +183,7 @@ float sigmoid(float x) {
 }
 
 void situ_glu(const float* g, const float* u, int n, float beta, float lin_beta, float* y) {
-  for (int i = 0; i < n; ++i) {
-    const float a = beta * std::tanh(g[i] / beta) * sigmoid(g[i]);
-    const float b = lin_beta * std::tanh(u[i] / lin_beta);
-    y[i] = a * b;
-  }
+  kernels().situ_glu(g, u, n, beta, lin_beta, y);
 }
 
 void silu_inplace(float* x, int n) {

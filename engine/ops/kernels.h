@@ -68,6 +68,8 @@ struct KernelTable {
                    float* u, float* delta);
   // y[i] = fma(a, x[i], y[i]).
   void (*axpy)(float a, const float* x, float* y, int n);
+  // SiTU-GLU in its canonical formula (kernels_math.inc); y may alias g or u.
+  void (*situ_glu)(const float* g, const float* u, int n, float beta, float lin_beta, float* y);
 };
 
 // The table for a level. REQUIRES: the CPU supports `level`.
@@ -109,7 +111,8 @@ float dot(const float* a, const float* b, int n);
 void rmsnorm(const float* x, const float* w, int n, float eps, float* y);
 // x ← x · (Σx² + eps)^(-1/2)   (a sum, not a mean: KDA's q/k normalization).
 void l2norm(float* x, int n, float eps);
-// y = (beta·tanh(g/beta)·σ(g)) ⊙ (lin·tanh(u/lin)); y may alias g or u.
+// y = (beta·tanh(g/beta)·σ(g)) ⊙ (lin·tanh(u/lin)); y may alias g or u. Its exp and tanh are
+// the engine's own (kernels_math.inc), vectorised and equal on every SIMD level.
 void situ_glu(const float* g, const float* u, int n, float beta, float lin_beta, float* y);
 void silu_inplace(float* x, int n);
 void sigmoid_inplace(float* x, int n);

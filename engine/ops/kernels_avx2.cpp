@@ -8,6 +8,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "engine/ops/kernels.h"
@@ -317,11 +318,42 @@ float dot(const float* a, const float* b, int n) {
   return reduce16(s);
 }
 
+// The operations of kernels_math.inc on 8 floats.
+struct Avx2Lanes {
+  using V = __m256;
+  static constexpr int kWidth = 8;
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V splat(float f) { return _mm256_set1_ps(f); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm256_div_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static V min(V a, V b) { return _mm256_min_ps(a, b); }
+  static V abs(V a) { return _mm256_and_ps(a, mask(0x7fffffff)); }
+  static V neg(V a) { return _mm256_xor_ps(a, mask(INT32_MIN)); }
+  static V with_sign(V mag, V s) { return _mm256_or_ps(mag, _mm256_and_ps(s, mask(INT32_MIN))); }
+  static V select_lt(V a, V b, V x, V y) {
+    return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_LT_OQ));
+  }
+  static V pow2_of_rounded(V t) {
+    const __m256i n = _mm256_sub_epi32(
+        _mm256_castps_si256(t), _mm256_set1_epi32(std::bit_cast<int32_t>(canon::kRoundMagic)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
+  }
+
+ private:
+  static V mask(int32_t m) { return _mm256_castsi256_ps(_mm256_set1_epi32(m)); }
+};
+
 }  // namespace
 
 const KernelTable& table() {
-  static const KernelTable t{SimdLevel::kAvx2, matmul_rows,      dot,
-                             generic_matvec_t, generic_kda_head, generic_axpy};
+  static const KernelTable t{SimdLevel::kAvx2,         matmul_rows,      dot,
+                             generic_matvec_t,         generic_kda_head, generic_axpy,
+                             situ_glu_lanes<Avx2Lanes>};
   return t;
 }
 

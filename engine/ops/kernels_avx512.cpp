@@ -7,6 +7,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "engine/ops/kernels.h"
@@ -344,11 +345,50 @@ float dot(const float* a, const float* b, int n) {
   return reduce16(s);
 }
 
+// The operations of kernels_math.inc on 16 floats.
+struct Avx512Lanes {
+  using V = __m512;
+  static constexpr int kWidth = 16;
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V splat(float f) { return _mm512_set1_ps(f); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V min(V a, V b) { return _mm512_min_ps(a, b); }
+  static V abs(V a) { return bits_and(a, 0x7fffffff); }
+  static V neg(V a) {
+    return _mm512_castsi512_ps(
+        _mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)));
+  }
+  static V with_sign(V mag, V s) {
+    return _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_castps_si512(mag), _mm512_castps_si512(bits_and(s, INT32_MIN))));
+  }
+  static V select_lt(V a, V b, V x, V y) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), y, x);
+  }
+  static V pow2_of_rounded(V t) {
+    const __m512i n = _mm512_sub_epi32(
+        _mm512_castps_si512(t), _mm512_set1_epi32(std::bit_cast<int32_t>(canon::kRoundMagic)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
+  }
+
+ private:
+  static V bits_and(V a, int32_t m) {
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(m)));
+  }
+};
+
 }  // namespace
 
 const KernelTable& table() {
-  static const KernelTable t{SimdLevel::kAvx512, matmul_rows,      dot,
-                             generic_matvec_t,   generic_kda_head, generic_axpy};
+  static const KernelTable t{SimdLevel::kAvx512,         matmul_rows,      dot,
+                             generic_matvec_t,           generic_kda_head, generic_axpy,
+                             situ_glu_lanes<Avx512Lanes>};
   return t;
 }
 

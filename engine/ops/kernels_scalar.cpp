@@ -3,6 +3,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "engine/ops/kernels.h"
@@ -15,7 +16,8 @@ namespace {
 
 const KernelTable& table() {
   static const KernelTable t{SimdLevel::kScalar, generic_matmul_rows, generic_dot,
-                             generic_matvec_t,   generic_kda_head,    generic_axpy};
+                             generic_matvec_t,   generic_kda_head,    generic_axpy,
+                             generic_situ_glu};
   return t;
 }
 

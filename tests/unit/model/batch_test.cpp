@@ -17,6 +17,7 @@
 #include "engine/model/session.h"
 #include "engine/ops/cpu.h"
 #include "tests/unit/model/test_models.h"
+#include "tests/unit/model/test_options.h"
 #include "tests/unit/sanitized.h"
 
 namespace nj {
@@ -64,7 +65,8 @@ Trace solo(Model& model, const Script& s) {
 // Runs the scripts through one Forward, at most `batch` sequences per pass; a sequence joins
 // when another leaves. Sequences prefill in chunks of varying size (1..5 tokens), so passes
 // mix prefill chunks of some sequences with decode steps of others.
-std::vector<Trace> batched(Model& model, const std::vector<Script>& scripts, int batch, const ForwardOptions& fo) {
+std::vector<Trace> batched(Model& model, const std::vector<Script>& scripts, int batch,
+                           const ForwardOptions& fo) {
   const size_t vocab = static_cast<size_t>(model.config().vocab);
   struct Live {
     size_t index;
@@ -91,7 +93,8 @@ std::vector<Trace> batched(Model& model, const std::vector<Script>& scripts, int
       const Script& s = scripts[l.index];
       if (l.fed < s.prompt.size()) {
         const size_t n = std::min(s.prompt.size() - l.fed, static_cast<size_t>(1 + (pass + k) % 5));
-        ids[k].assign(s.prompt.begin() + static_cast<long>(l.fed), s.prompt.begin() + static_cast<long>(l.fed + n));
+        ids[k].assign(s.prompt.begin() + static_cast<long>(l.fed),
+                      s.prompt.begin() + static_cast<long>(l.fed + n));
       } else {
         ids[k] = {argmax(l.state.last_logits)};
         out[l.index].greedy.push_back(ids[k][0]);
@@ -107,8 +110,10 @@ std::vector<Trace> batched(Model& model, const std::vector<Script>& scripts, int
       Live& l = live[k];
       Trace& t = out[l.index];
       t.logits.insert(t.logits.end(), logits[k].begin(), logits[k].end());
-      if (l.fed < scripts[l.index].prompt.size()) l.fed += ids[k].size();
-      else ++l.decoded;
+      if (l.fed < scripts[l.index].prompt.size())
+        l.fed += ids[k].size();
+      else
+        ++l.decoded;
     }
     std::erase_if(live, [&](const Live& l) { return l.decoded == scripts[l.index].decode; });
     ++pass;
@@ -127,30 +132,14 @@ int longest(const std::vector<Script>& scripts) {
 }
 
 ModelOptions options(uint64_t budget, int batch, int context) {
-  ModelOptions o;
-  o.memory_bytes = budget;
-  o.plan.prefill_chunk = 5;
-  o.plan.batch = batch;
-  o.plan.max_context = context;
-  o.plan.all_logits = true;
-  o.streaming.io_threads = 4;
-  o.streaming.chunk_bytes = 64u << 10;
-  return o;
-}
-
-uint64_t batch_minimum(const std::string& dir, const ModelOptions& o) {
-  auto config = load_model_config(dir);
-  auto index = TensorIndex::open(dir);
-  REQUIRE(index.ok());
-  auto layout = ModelLayout::build(*config, *index);
-  REQUIRE(layout.ok());
-  return min_memory_for_batch(*layout, o.plan, o.plan.batch);
+  return testing::small_model_options(
+      {.budget = budget, .batch = batch, .context = context, .prefill_chunk = 5});
 }
 
 // Every batch size, at every budget multiple, every SIMD level and both thread counts:
 // each sequence's logits and tokens equal its solo run's.
-void check_batches(const std::string& dir, const std::vector<int>& batches, const std::vector<double>& multiples,
-                   int sequences, bool every_level = true) {
+void check_batches(const std::string& dir, const std::vector<int>& batches,
+                   const std::vector<double>& multiples, int sequences, bool every_level = true) {
   auto resident = Model::open(dir, options(0, 1, 64));
   REQUIRE(resident.ok());
   const std::vector<Script> scripts = workload(sequences, (*resident)->config().vocab);
@@ -169,11 +158,12 @@ void check_batches(const std::string& dir, const std::vector<int>& batches, cons
     for (int threads : testing::kSanitized ? std::vector<int>{2} : std::vector<int>{1, 2}) {
       omp_set_num_threads(threads);
       for (int batch : batches) {
-        const uint64_t min = batch_minimum(dir, options(1, batch, context));
+        const uint64_t min = testing::plan_minimum(dir, options(1, batch, context));
         for (double m : multiples) {
           const uint64_t budget = m == 0 ? 0 : static_cast<uint64_t>(static_cast<double>(min) * m);
-          INFO("simd " << simd_level_name(level) << ", threads " << threads << ", batch " << batch << ", budget "
-                       << budget << " (" << m << " x the batch minimum " << min << ")");
+          INFO("simd " << simd_level_name(level) << ", threads " << threads << ", batch " << batch
+                       << ", budget " << budget << " (" << m << " x the batch minimum " << min
+                       << ")");
           auto model = Model::open(dir, options(budget, batch, context));
           INFO(model.status().to_string());
           REQUIRE(model.ok());
@@ -193,31 +183,38 @@ void check_batches(const std::string& dir, const std::vector<int>& batches, cons
 }
 
 // Resident (0) and 1x, 2x, 6x the batch's minimum budget; batches of 1, 2, 3, 8 and 16.
-TEST_CASE("every sequence of a batch computes the bits it computes alone (MXFP4 experts)", "[engine][batch]") {
+TEST_CASE("every sequence of a batch computes the bits it computes alone (MXFP4 experts)",
+          "[engine][batch]") {
   check_batches(testing::golden_dir("tiny-mxfp4"), {1, 2, 3, 8, 16}, {0, 1.0, 2.0, 6.0}, 19);
 }
 
-TEST_CASE("every sequence of a batch computes the bits it computes alone (BF16 experts, flat config)",
-          "[engine][batch]") {
+TEST_CASE(
+    "every sequence of a batch computes the bits it computes alone (BF16 experts, flat config)",
+    "[engine][batch]") {
   check_batches(testing::golden_dir("tiny-bf16-flat"), {1, 2, 3, 8, 16}, {0, 1.0, 2.0, 6.0}, 19);
 }
 
-TEST_CASE("every sequence of a batch computes the bits it computes alone (sharded model)", "[engine][batch]") {
-  check_batches(testing::golden_dir("tiny-sharded"), {3, 16}, {0, 1.0, 6.0}, 19, /*every_level=*/false);
+TEST_CASE("every sequence of a batch computes the bits it computes alone (sharded model)",
+          "[engine][batch]") {
+  check_batches(testing::golden_dir("tiny-sharded"), {3, 16}, {0, 1.0, 6.0}, 19,
+                /*every_level=*/false);
 }
 
 // The 230 MB model: the default suite runs one batch of 8 on the detected SIMD level (at 1x
 // the minimum every pass streams the whole trunk); `-L large` every level and batch size.
 TEST_CASE("every sequence of a batch computes the bits it computes alone (a 230 MB model)",
           "[engine][batch][model-small]") {
-  const std::string dir = std::string(NJ_TEST_MODELS_DIR) + "/small";  // ctest fixture make_model_small
+  const std::string dir =
+      std::string(NJ_TEST_MODELS_DIR) + "/small";  // ctest fixture make_model_small
   REQUIRE(std::filesystem::exists(dir + "/config.json"));
   check_batches(dir, {8}, {0, 1.0, 6.0}, 8, /*every_level=*/false);
 }
 
-TEST_CASE("every sequence of a batch computes the bits it computes alone (a 230 MB model, every level)",
-          "[engine][batch][model-small-large]") {
-  const std::string dir = std::string(NJ_TEST_MODELS_DIR) + "/small";  // ctest fixture make_model_small
+TEST_CASE(
+    "every sequence of a batch computes the bits it computes alone (a 230 MB model, every level)",
+    "[engine][batch][model-small-large]") {
+  const std::string dir =
+      std::string(NJ_TEST_MODELS_DIR) + "/small";  // ctest fixture make_model_small
   REQUIRE(std::filesystem::exists(dir + "/config.json"));
   check_batches(dir, {1, 2, 3, 8, 16}, {0, 1.0, 2.0, 6.0}, 17);
 }
@@ -245,7 +242,8 @@ TEST_CASE("a pass refuses a malformed batch and consumes nothing", "[engine][bat
   refused({SeqStep{&a, ids}, SeqStep{&other, ids}}, "a state of another shape");
 }
 
-TEST_CASE("a pass's cost is shared by its sequences in proportion to their rows", "[engine][batch]") {
+TEST_CASE("a pass's cost is shared by its sequences in proportion to their rows",
+          "[engine][batch]") {
   auto model = Model::open(testing::golden_dir("tiny-mxfp4"), options(0, 3, 32));
   REQUIRE(model.ok());
   const ModelConfig& c = (*model)->config();
@@ -254,7 +252,8 @@ TEST_CASE("a pass's cost is shared by its sequences in proportion to their rows"
   std::vector<SequenceUsage> usage(3);
   const std::vector<std::vector<int32_t>> ids = {{1, 2, 3, 4, 5}, {6}, {7, 8}};
   std::vector<SeqStep> steps;
-  for (size_t i = 0; i < 3; ++i) steps.push_back(SeqStep{&states[i], ids[i], LogitsWanted::kLast, nullptr, &usage[i]});
+  for (size_t i = 0; i < 3; ++i)
+    steps.push_back(SeqStep{&states[i], ids[i], LogitsWanted::kLast, nullptr, &usage[i]});
   REQUIRE(forward.run(steps).ok());
   const PassStats& p = forward.last_pass();
   CHECK(p.rows == 8);
@@ -299,7 +298,8 @@ TEST_CASE("the planner's activation and state estimate is what a batch really al
       const ActivationShape shape = planned_activation_shape(o.plan);
       CHECK(shape.rows == std::max(chunk, batch));
       const uint64_t estimate = activation_bytes(c, shape);
-      const uint64_t states = static_cast<uint64_t>(batch) * sequence_state_bytes(c, o.plan.max_context);
+      const uint64_t states =
+          static_cast<uint64_t>(batch) * sequence_state_bytes(c, o.plan.max_context);
       CHECK((*model)->plan().scratch_bytes == estimate);
       CHECK((*model)->plan().state_bytes == states);
 
@@ -312,8 +312,10 @@ TEST_CASE("the planner's activation and state estimate is what a batch really al
         std::vector<SequenceState> st(static_cast<size_t>(batch), SequenceState::empty(c));
         int position = 0;
         while (position < o.plan.max_context) {
-          const int per_seq = std::max(1, std::min(shape.rows / batch, o.plan.max_context - position));
-          std::vector<std::vector<int32_t>> ids(st.size(), std::vector<int32_t>(static_cast<size_t>(per_seq), 5));
+          const int per_seq =
+              std::max(1, std::min(shape.rows / batch, o.plan.max_context - position));
+          std::vector<std::vector<int32_t>> ids(
+              st.size(), std::vector<int32_t>(static_cast<size_t>(per_seq), 5));
           std::vector<SeqStep> steps;
           for (size_t i = 0; i < st.size(); ++i) steps.push_back(SeqStep{&st[i], ids[i]});
           REQUIRE(forward.run(steps).ok());

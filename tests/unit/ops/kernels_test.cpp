@@ -1,6 +1,7 @@
 // Kernels: every SIMD level equals the scalar reference bit for bit, the scalar reference
 // equals exact (double) arithmetic within rounding, and thread count changes nothing.
 #include "engine/ops/kernels.h"
+#include "tests/unit/ops/simd_levels.h"
 
 #include <omp.h>
 
@@ -28,18 +29,8 @@ struct Rng {
   }
 };
 
-std::vector<SimdLevel> levels() {
-  std::vector<SimdLevel> out = {SimdLevel::kScalar};
-  if (detect_simd_level() >= SimdLevel::kAvx2) out.push_back(SimdLevel::kAvx2);
-  if (detect_simd_level() >= SimdLevel::kAvx512) out.push_back(SimdLevel::kAvx512);
-  return out;
-}
-
-uint32_t bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
+using testing::bits;
+using testing::levels;
 
 // A random matrix in `format` plus its exact values as doubles.
 struct TestMatrix {

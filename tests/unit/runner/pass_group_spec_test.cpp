@@ -18,21 +18,14 @@
 #include "engine/spec/decode.h"
 #include "runner/run/pass_group.h"
 #include "tests/unit/model/test_models.h"
+#include "tests/unit/model/test_options.h"
 
 namespace nj::runner {
 namespace {
 
 ModelOptions options(uint64_t budget, int batch, int context, int drafts) {
-  ModelOptions o;
-  o.memory_bytes = budget;
-  o.plan.prefill_chunk = 4;
-  o.plan.batch = batch;
-  o.plan.max_context = context;
-  o.plan.all_logits = true;
-  o.plan.draft_tokens = drafts;
-  o.streaming.io_threads = 4;
-  o.streaming.chunk_bytes = 64u << 10;
-  return o;
+  return testing::small_model_options(
+      {.budget = budget, .batch = batch, .context = context, .drafts = drafts});
 }
 
 // Plain decoding alone, as `generate` does it.
@@ -132,12 +125,7 @@ TEST_CASE("speculating and plain items sharing a pass group each emit their solo
   for (const Item& it : make_items())
     truth.push_back(solo(**resident, it.prompt, it.sampling, it.max_tokens));
 
-  auto config = load_model_config(dir);
-  auto index = TensorIndex::open(dir);
-  REQUIRE(index.ok());
-  auto layout = ModelLayout::build(*config, *index);
-  REQUIRE(layout.ok());
-  const uint64_t min = min_memory_for_batch(*layout, options(0, batch, context, k).plan, batch);
+  const uint64_t min = testing::plan_minimum(dir, options(0, batch, context, k));
   for (uint64_t budget : {uint64_t{0}, min, 2 * min}) {
     INFO("budget " << budget);
     auto model = Model::open(dir, options(budget, batch, context, k));

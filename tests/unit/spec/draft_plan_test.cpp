@@ -4,23 +4,18 @@
 // plain decoding's does.
 #include <catch2/catch.hpp>
 
-#include "engine/model/config.h"
 #include "engine/model/layout.h"
 #include "engine/model/planner.h"
-#include "engine/model/tensor_index.h"
 #include "tests/unit/model/test_models.h"
+#include "tests/unit/model/test_options.h"
 
 namespace nj {
 namespace {
 
 TEST_CASE("drafts take only the memory plain decoding's plan leaves over", "[engine][spec][plan]") {
   const std::string dir = testing::golden_dir("tiny-bf16-flat");
-  auto config = load_model_config(dir);
-  REQUIRE(config.ok());
-  auto index = TensorIndex::open(dir);
-  REQUIRE(index.ok());
-  auto layout = ModelLayout::build(*config, *index);
-  REQUIRE(layout.ok());
+  const testing::LoadedLayout loaded = testing::load_layout(dir);
+  const ModelLayout& layout = loaded.layout;
   for (KdaRollback rollback : {KdaRollback::kReplay, KdaRollback::kSnapshots}) {
     PlanOptions plain;
     plain.prefill_chunk = 4;
@@ -28,16 +23,16 @@ TEST_CASE("drafts take only the memory plain decoding's plan leaves over", "[eng
     PlanOptions spec = plain;
     spec.draft_tokens = 8;
     spec.kda_rollback = rollback;
-    const uint64_t min = min_memory_for_batch(*layout, plain, 1);
-    CHECK(min_memory_for_batch(*layout, spec, 1) == min);  // drafts never raise the minimum
+    const uint64_t min = min_memory_for_batch(layout, plain, 1);
+    CHECK(min_memory_for_batch(layout, spec, 1) == min);  // drafts never raise the minimum
     int most = 0;
     bool some_below_max = false;
     for (int i = 0; i <= 40; ++i) {
       const uint64_t budget = min + min * static_cast<uint64_t>(i) / 10;  // 1x .. 5x
       INFO("budget " << budget << " (" << i << "/10 over the minimum), rollback "
                      << (rollback == KdaRollback::kReplay ? "replay" : "snapshots"));
-      auto p0 = plan_residency(*layout, budget, plain);
-      auto p8 = plan_residency(*layout, budget, spec);
+      auto p0 = plan_residency(layout, budget, plain);
+      auto p8 = plan_residency(layout, budget, spec);
       REQUIRE(p0.ok());
       REQUIRE(p8.ok());
       CHECK(p0->draft_tokens == 0);
@@ -55,7 +50,7 @@ TEST_CASE("drafts take only the memory plain decoding's plan leaves over", "[eng
     }
     CHECK(most == 8);
     CHECK(some_below_max);  // the test covers budgets too small for every draft
-    auto resident = plan_residency(*layout, 0, spec);
+    auto resident = plan_residency(layout, 0, spec);
     REQUIRE(resident.ok());
     CHECK(resident->draft_tokens == 8);
   }

@@ -17,6 +17,7 @@
 #include "engine/spec/decode.h"
 #include "engine/state/state_file.h"
 #include "tests/unit/model/test_models.h"
+#include "tests/unit/model/test_options.h"
 
 namespace nj {
 namespace {
@@ -33,8 +34,8 @@ bool same_state(const SequenceState& a, const SequenceState& b) {
     return false;
   for (size_t l = 0; l < a.layers.size(); ++l) {
     const LayerState &x = a.layers[l], &y = b.layers[l];
-    if (!same_floats(x.S, y.S) || !same_floats(x.conv, y.conv) || !same_floats(x.latent, y.latent) ||
-        !same_floats(x.rope, y.rope))
+    if (!same_floats(x.S, y.S) || !same_floats(x.conv, y.conv) ||
+        !same_floats(x.latent, y.latent) || !same_floats(x.rope, y.rope))
       return false;
   }
   return true;
@@ -48,11 +49,16 @@ struct PlainRun {
   std::vector<SequenceState> states;
   std::vector<RngState> rngs;
   size_t first_position = 0;
-  const SequenceState& at(int64_t position) const { return states.at(static_cast<size_t>(position) - first_position); }
-  RngState rng_at(int64_t position) const { return rngs.at(static_cast<size_t>(position) - first_position); }
+  const SequenceState& at(int64_t position) const {
+    return states.at(static_cast<size_t>(position) - first_position);
+  }
+  RngState rng_at(int64_t position) const {
+    return rngs.at(static_cast<size_t>(position) - first_position);
+  }
 };
 
-PlainRun plain(Model& model, const std::vector<int32_t>& prompt, SamplingParams sp, int max_tokens) {
+PlainRun plain(Model& model, const std::vector<int32_t>& prompt, SamplingParams sp,
+               int max_tokens) {
   PlainRun r;
   Session session(model, SessionOptions{4});
   Sampler sampler(sp);
@@ -82,7 +88,8 @@ const char* name(Drafts d) {
 std::vector<int32_t> script(const std::vector<int32_t>& truth, Drafts d, int vocab) {
   std::vector<int32_t> s = truth;
   for (size_t i = 0; i < s.size(); ++i)
-    if (d == Drafts::kWrong || (d == Drafts::kRightThenWrong && i % 4 == 3)) s[i] = (s[i] + 1) % vocab;
+    if (d == Drafts::kWrong || (d == Drafts::kRightThenWrong && i % 4 == 3))
+      s[i] = (s[i] + 1) % vocab;
   return s;
 }
 
@@ -95,8 +102,9 @@ Speculator forced(size_t prompt_length, std::vector<int32_t> drafts, int k) {
 
 // Speculative decoding checked against `truth` after every pass: the emitted tokens so far,
 // the state and the sampler's RNG equal plain decoding's at the same position.
-SpeculationStats speculative(Model& model, const std::vector<int32_t>& prompt, SamplingParams sp, int max_tokens,
-                             Speculator speculator, int k, const PlainRun& truth, KdaRollback rollback) {
+SpeculationStats speculative(Model& model, const std::vector<int32_t>& prompt, SamplingParams sp,
+                             int max_tokens, Speculator speculator, int k, const PlainRun& truth,
+                             KdaRollback rollback) {
   SessionOptions so{4};
   so.tentative_rows = 1 + k;
   so.kda_rollback = rollback;
@@ -125,31 +133,20 @@ SpeculationStats speculative(Model& model, const std::vector<int32_t>& prompt, S
 }
 
 ModelOptions options(uint64_t budget, int batch, int context, int drafts) {
-  ModelOptions o;
-  o.memory_bytes = budget;
-  o.plan.prefill_chunk = 4;
-  o.plan.batch = batch;
-  o.plan.max_context = context;
-  o.plan.draft_tokens = drafts;
-  o.streaming.io_threads = 4;
-  o.streaming.chunk_bytes = 64u << 10;
-  return o;
-}
-
-uint64_t minimum(const std::string& dir, const ModelOptions& o) {
-  auto config = load_model_config(dir);
-  auto index = TensorIndex::open(dir);
-  REQUIRE(index.ok());
-  auto layout = ModelLayout::build(*config, *index);
-  REQUIRE(layout.ok());
-  return min_memory_for_batch(*layout, o.plan, o.plan.batch);
+  return testing::small_model_options({.budget = budget,
+                                       .batch = batch,
+                                       .context = context,
+                                       .all_logits = false,
+                                       .drafts = drafts});
 }
 
 const SamplingParams kGreedy{};
 const SamplingParams kSampled{0.9f, 0, 1.0f, 1234};
 
-TEST_CASE("speculation emits plain decoding's tokens, RNG draws and states for forced drafts and k = 1..8",
-          "[engine][spec]") {
+TEST_CASE(
+    "speculation emits plain decoding's tokens, RNG draws and states for forced drafts and k = "
+    "1..8",
+    "[engine][spec]") {
   const std::string dir = testing::golden_dir("tiny-mxfp4");
   const std::vector<int32_t> prompt = {5, 17, 99, 3, 42, 7};
   const int max_tokens = 24, context = 40;
@@ -161,9 +158,9 @@ TEST_CASE("speculation emits plain decoding's tokens, RNG draws and states for f
     for (Drafts d : {Drafts::kRight, Drafts::kWrong, Drafts::kRightThenWrong}) {
       for (int k = 1; k <= 8; ++k) {
         INFO("temperature " << sp.temperature << ", drafts " << name(d) << ", k " << k);
-        const SpeculationStats st = speculative(**resident, prompt, sp, max_tokens,
-                                                forced(prompt.size(), script(truth.out, d, vocab), k), k, truth,
-                                                kDefaultKdaRollback);
+        const SpeculationStats st = speculative(
+            **resident, prompt, sp, max_tokens,
+            forced(prompt.size(), script(truth.out, d, vocab), k), k, truth, kDefaultKdaRollback);
         CHECK(st.drafted > 0);
         if (d == Drafts::kRight) CHECK(st.accepted == st.drafted);
         if (d == Drafts::kWrong) CHECK(st.accepted == 0);
@@ -178,8 +175,10 @@ TEST_CASE("speculation emits plain decoding's tokens, RNG draws and states for f
   }
 }
 
-TEST_CASE("speculation under memory budgets gives plain decoding's tokens and states (both KDA rollbacks)",
-          "[engine][spec]") {
+TEST_CASE(
+    "speculation under memory budgets gives plain decoding's tokens and states (both KDA "
+    "rollbacks)",
+    "[engine][spec]") {
   const std::string dir = testing::golden_dir("tiny-bf16-flat");
   const std::vector<int32_t> prompt = {9, 1, 200, 31, 31, 8, 77};
   const int max_tokens = 20, context = 32;
@@ -187,19 +186,21 @@ TEST_CASE("speculation under memory budgets gives plain decoding's tokens and st
   REQUIRE(resident.ok());
   const int vocab = (*resident)->config().vocab;
   for (int k : {1, 3, 8}) {
-    const uint64_t min = minimum(dir, options(1, 1, context, k));
+    const uint64_t min = testing::plan_minimum(dir, options(1, 1, context, k));
     for (double m : {1.0, 2.0}) {
-      auto model = Model::open(dir, options(static_cast<uint64_t>(static_cast<double>(min) * m), 1, context, k));
+      auto model = Model::open(
+          dir, options(static_cast<uint64_t>(static_cast<double>(min) * m), 1, context, k));
       INFO(model.status().to_string());
       REQUIRE(model.ok());
       REQUIRE_FALSE((*model)->plan().everything_resident);
       for (const SamplingParams& sp : {kGreedy, kSampled}) {
         const PlainRun truth = plain(**resident, prompt, sp, max_tokens);
         for (KdaRollback rb : {KdaRollback::kReplay, KdaRollback::kSnapshots}) {
-          INFO("k " << k << ", budget " << m << " x the minimum, temperature " << sp.temperature << ", rollback "
-                    << (rb == KdaRollback::kReplay ? "replay" : "snapshots"));
+          INFO("k " << k << ", budget " << m << " x the minimum, temperature " << sp.temperature
+                    << ", rollback " << (rb == KdaRollback::kReplay ? "replay" : "snapshots"));
           speculative(**model, prompt, sp, max_tokens,
-                      forced(prompt.size(), script(truth.out, Drafts::kRightThenWrong, vocab), k), k, truth, rb);
+                      forced(prompt.size(), script(truth.out, Drafts::kRightThenWrong, vocab), k),
+                      k, truth, rb);
         }
       }
     }
@@ -209,17 +210,20 @@ TEST_CASE("speculation under memory budgets gives plain decoding's tokens and st
 // A batch of sequences, each with its own drafts, sampler and speculator, decoded in shared
 // passes with Forward directly (what a batch decode loop calls): each sequence's tokens
 // and final state equal its plain run alone.
-TEST_CASE("speculating sequences in one batch each emit what they emit alone", "[engine][spec][batch]") {
+TEST_CASE("speculating sequences in one batch each emit what they emit alone",
+          "[engine][spec][batch]") {
   const std::string dir = testing::golden_dir("tiny-mxfp4");
   const int max_tokens = 18, context = 40, k = 4;
-  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3}, {250, 4, 4, 4, 9, 12, 60}, {77}, {8, 8, 8, 8, 8}};
-  const std::vector<SamplingParams> sampling = {kGreedy, kSampled, SamplingParams{0.7f, 20, 0.9f, 5}, kGreedy};
+  const std::vector<std::vector<int32_t>> prompts = {
+      {1, 2, 3}, {250, 4, 4, 4, 9, 12, 60}, {77}, {8, 8, 8, 8, 8}};
+  const std::vector<SamplingParams> sampling = {kGreedy, kSampled,
+                                                SamplingParams{0.7f, 20, 0.9f, 5}, kGreedy};
   auto resident = Model::open(dir, options(0, 1, context, k));
   REQUIRE(resident.ok());
   const int vocab = (*resident)->config().vocab;
   const size_t V = static_cast<size_t>(vocab);
   const int batch = static_cast<int>(prompts.size());
-  const uint64_t min = minimum(dir, options(1, batch, context, k));
+  const uint64_t min = testing::plan_minimum(dir, options(1, batch, context, k));
   for (uint64_t budget : {uint64_t{0}, min}) {
     for (int threads : {1, 2}) {
       omp_set_num_threads(threads);
@@ -238,15 +242,18 @@ TEST_CASE("speculating sequences in one batch each emit what they emit alone", "
       std::vector<Seq> seqs;
       for (size_t i = 0; i < prompts.size(); ++i) {
         PlainRun truth = plain(**resident, prompts[i], sampling[i], max_tokens);
-        const Drafts d = i % 3 == 0 ? Drafts::kRightThenWrong : i % 3 == 1 ? Drafts::kRight : Drafts::kWrong;
+        const Drafts d = i % 3 == 0   ? Drafts::kRightThenWrong
+                         : i % 3 == 1 ? Drafts::kRight
+                                      : Drafts::kWrong;
         Speculator spec = forced(prompts[i].size(), script(truth.out, d, vocab), k);
-        seqs.push_back(
-            Seq{SequenceState::empty((*model)->config()), Sampler(sampling[i]), std::move(spec), std::move(truth)});
+        seqs.push_back(Seq{SequenceState::empty((*model)->config()), Sampler(sampling[i]),
+                           std::move(spec), std::move(truth)});
       }
       Forward forward(**model, ForwardOptions{8, batch, context, false, 1 + k});
       {  // the prompts, in one pass
         std::vector<SeqStep> steps;
-        for (size_t i = 0; i < seqs.size(); ++i) steps.push_back(SeqStep{&seqs[i].state, prompts[i]});
+        for (size_t i = 0; i < seqs.size(); ++i)
+          steps.push_back(SeqStep{&seqs[i].state, prompts[i]});
         REQUIRE(forward.run(steps).ok());
       }
       for (int pass = 0; pass < 2 * max_tokens; ++pass) {
@@ -262,7 +269,8 @@ TEST_CASE("speculating sequences in one batch each emit what they emit alone", "
             continue;
           }
           const int room = max_tokens - static_cast<int>(s.out.size()) - 1;
-          const std::span<const int32_t> fed = s.spec.feed(s.state.tokens, id, room, PassCost{}, &load);
+          const std::span<const int32_t> fed =
+              s.spec.feed(s.state.tokens, id, room, PassCost{}, &load);
           s.logits.resize(fed.size() * V);
           SeqStep step{&s.state, fed, LogitsWanted::kAll, s.logits.data()};
           step.tentative = fed.size() > 1;
@@ -290,8 +298,10 @@ TEST_CASE("speculating sequences in one batch each emit what they emit alone", "
   omp_set_num_threads(2);
 }
 
-TEST_CASE("a checkpoint saved mid-generation with speculation on continues like the uninterrupted plain run",
-          "[engine][spec][state]") {
+TEST_CASE(
+    "a checkpoint saved mid-generation with speculation on continues like the uninterrupted plain "
+    "run",
+    "[engine][spec][state]") {
   const std::string dir = testing::golden_dir("tiny-mxfp4");
   const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6};
   const int max_tokens = 30, context = 48, k = 5;
@@ -309,13 +319,16 @@ TEST_CASE("a checkpoint saved mid-generation with speculation on continues like 
     Session session(**model, so);
     Sampler sampler(kSampled);
     REQUIRE(session.feed(prompt).ok());
-    SpeculativeDecoder decoder(session, forced(prompt.size(), script(truth.out, Drafts::kRightThenWrong, vocab), k),
-                               PassCost{});
+    SpeculativeDecoder decoder(
+        session, forced(prompt.size(), script(truth.out, Drafts::kRightThenWrong, vocab), k),
+        PassCost{});
     auto finishes = [&](int32_t) { return static_cast<int>(out.size()) == max_tokens; };
     while (static_cast<int>(out.size()) < max_tokens / 2) {
       const int32_t id = sampler.sample(session.last_logits());
       out.push_back(id);
-      REQUIRE(decoder.feed(sampler, id, max_tokens - static_cast<int>(out.size()) - 1, finishes, &out).ok());
+      REQUIRE(
+          decoder.feed(sampler, id, max_tokens - static_cast<int>(out.size()) - 1, finishes, &out)
+              .ok());
     }
     CHECK(decoder.stats().accepted > 0);
     StateFileWriter writer(*Env::posix(), file);
@@ -339,7 +352,8 @@ TEST_CASE("a checkpoint saved mid-generation with speculation on continues like 
     const int32_t id = sampler.sample(session.last_logits());
     out.push_back(id);
     if (static_cast<int>(out.size()) == max_tokens) break;
-    REQUIRE(decoder.feed(sampler, id, max_tokens - static_cast<int>(out.size()) - 1, finishes, &out).ok());
+    REQUIRE(decoder.feed(sampler, id, max_tokens - static_cast<int>(out.size()) - 1, finishes, &out)
+                .ok());
     REQUIRE(same_state(session.state(), truth.at(session.position())));
   }
   CHECK(out == truth.out);

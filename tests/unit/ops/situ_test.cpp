@@ -1,0 +1,115 @@
+// SiTU-GLU's canonical math (engine/ops/kernels_math.inc): every SIMD level gives the scalar
+// reference's bits wherever an element falls (a whole register or the tail), the result is
+// within a few ulp of the exact formula, and non-finite inputs behave.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "engine/ops/kernels.h"
+#include "tests/unit/ops/simd_levels.h"
+
+namespace nj::ops {
+namespace {
+
+constexpr float kBeta = 4.0f, kLin = 25.0f;  // K3's situ_beta and situ_linear_beta
+
+using testing::bits;
+using testing::levels;
+
+double exact(double g, double u) {
+  return kBeta * std::tanh(g / kBeta) / (1.0 + std::exp(-g)) * (kLin * std::tanh(u / kLin));
+}
+
+// Values across every branch: zeros, tiny and huge magnitudes, both sides of tanh's switch
+// (|z| = 0.55 at g = 2.2 and u = 13.75) and of exp's clamps, and pseudo-random ones.
+std::vector<float> inputs() {
+  std::vector<float> v = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-8f, -3e-6f, 0.01f, -0.3f};
+  for (float x : {1.0f, 2.19999f, 2.2f, 2.20001f, 13.7499f, 13.75f, 20.0f, 87.0f, 87.3f, 88.3f,
+                  88.4f, 176.7f, 353.0f, 1e4f, 3e38f}) {
+    v.push_back(x);
+    v.push_back(-x);
+  }
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < 4000; ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    const double unit = static_cast<double>(s >> 11) / static_cast<double>(1ull << 53);
+    const double mag = std::pow(10.0, 6.0 * unit - 4.0);  // 1e-4 .. 1e2
+    v.push_back(static_cast<float>((s & 1) ? mag : -mag));
+  }
+  return v;
+}
+
+TEST_CASE("SiTU-GLU gives the scalar reference's bits on every SIMD level", "[engine][ops]") {
+  const std::vector<float> g = inputs();
+  std::vector<float> u(g.rbegin(), g.rend());
+  const int n = static_cast<int>(g.size());
+  std::vector<float> ref(g.size());
+  kernel_table(SimdLevel::kScalar).situ_glu(g.data(), u.data(), n, kBeta, kLin, ref.data());
+  for (SimdLevel level : levels()) {
+    // Every offset and a few lengths, so that each element is in a register and in a tail.
+    for (int off = 0; off < 17; ++off)
+      for (int len : {n - off, 1, 7, 15, 16, 17, 33}) {
+        std::vector<float> y(static_cast<size_t>(len));
+        kernel_table(level).situ_glu(g.data() + off, u.data() + off, len, kBeta, kLin, y.data());
+        for (int i = 0; i < len; ++i) {
+          INFO(simd_level_name(level) << " offset " << off << " element " << i << " g "
+                                      << g[off + i] << " u " << u[off + i]);
+          REQUIRE(bits(y[i]) == bits(ref[off + i]));
+        }
+      }
+  }
+}
+
+TEST_CASE("SiTU-GLU is within a few ulp of the exact formula", "[engine][ops]") {
+  const std::vector<float> g = inputs();
+  std::vector<float> u(g.rbegin(), g.rend());
+  std::vector<float> y(g.size());
+  situ_glu(g.data(), u.data(), static_cast<int>(g.size()), kBeta, kLin, y.data());
+  double worst = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double want = exact(g[i], u[i]);
+    INFO("g " << g[i] << " u " << u[i] << " got " << y[i] << " want " << want);
+    REQUIRE(std::isfinite(y[i]));
+    // Relative error in units of float's epsilon, with an absolute floor of 1e-35 for results
+    // that underflow (exp's clamp: sigmoid of g < -88.3 is ~4.5e-39, kernels_math.inc).
+    const double err = std::abs(y[i] - want) / std::max(std::abs(want), 1e-30);
+    if (std::abs(want) > 1e-30) worst = std::max(worst, err);
+    CHECK(std::abs(y[i] - want) <= 8 * 0x1p-24 * std::abs(want) + 1e-35);
+  }
+  INFO("worst relative error " << worst / 0x1p-24 << " half-ulps of 1");
+  CHECK(worst < 8 * 0x1p-24);
+}
+
+TEST_CASE("SiTU-GLU saturates on infinities and passes NaN through", "[engine][ops]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // 16 + 3 elements: the special values in a register and in the tail on every level.
+  std::vector<float> g(19, 1.0f), u(19, 1.0f);
+  g[0] = inf, u[0] = inf;    // 4 · 1 · 1 · 25
+  g[1] = -inf, u[1] = 1.0f;  // sigmoid(-inf) underflows: a zero of g's sign
+  g[2] = nan;
+  u[3] = nan;
+  g[16] = inf, u[16] = -inf;
+  g[17] = nan;
+  u[18] = nan;
+  for (SimdLevel level : levels()) {
+    INFO(simd_level_name(level));
+    std::vector<float> y(19);
+    kernel_table(level).situ_glu(g.data(), u.data(), 19, kBeta, kLin, y.data());
+    CHECK(y[0] == 100.0f);
+    CHECK(y[1] <= 0.0f);
+    CHECK(y[1] > -1e-36f);
+    CHECK(std::isnan(y[2]));
+    CHECK(std::isnan(y[3]));
+    CHECK(y[16] == -100.0f);
+    CHECK(std::isnan(y[17]));
+    CHECK(std::isnan(y[18]));
+  }
+}
+
+}  // namespace
+}  // namespace nj::ops
