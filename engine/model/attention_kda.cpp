@@ -22,17 +22,9 @@ void short_conv_silu(const float* raw, const float* taps, float* hist, int which
     std::copy_n(hist + (static_cast<size_t>(r) * 3 + static_cast<size_t>(which)) * p, p,
                 ext + static_cast<size_t>(r) * p);
   std::copy_n(raw, static_cast<size_t>(T) * p, ext + static_cast<size_t>(K - 1) * p);
-  for (int t = 0; t < T; ++t) {
-    float* o = out + static_cast<size_t>(t) * p;
-    for (int c = 0; c < P; ++c) {
-      const float* w = taps + static_cast<size_t>(c) * static_cast<size_t>(K);
-      float acc = 0.0f;  // tap j multiplies input t-K+1+j; tap K-1 is the current token
-      for (int j = 0; j < K; ++j)
-        acc = std::fma(w[j], ext[static_cast<size_t>(t + j) * p + static_cast<size_t>(c)], acc);
-      o[c] = acc;
-    }
-    ops::silu_inplace(o, P);
-  }
+  // Tap j multiplies input t-K+1+j; tap K-1 is the current token.
+  ops::kernels().short_conv(ext, taps, T, P, K, out);
+  ops::silu_inplace(out, T * P);
   if (!roll) return;
   for (int r = 0; r < K - 1; ++r)
     std::copy_n(ext + static_cast<size_t>(T + r) * p, p,
@@ -109,6 +101,8 @@ void kda_forward(const ModelConfig& c, const KdaWeights& w, std::span<const SeqR
   float* alpha = a.alpha.data();
   ops::matmul(w.f_a_proj, x, rows, hs, a.za.data(), static_cast<size_t>(D));
   ops::matmul(w.f_b_proj, a.za.data(), rows, static_cast<size_t>(D), alpha, p);
+  // z ← z + dt_bias, then lb·σ(ah·z) (or -ah·softplus(z)) and its exp; the sigmoid goes over
+  // all rows at once, vectorised (ops::sigmoid_inplace).
   for (int t = 0; t < rows; ++t)
     for (int h = 0; h < H; ++h) {
       const float ah = std::exp(w.a_log[h]);
@@ -116,11 +110,14 @@ void kda_forward(const ModelConfig& c, const KdaWeights& w, std::span<const SeqR
         const size_t i = static_cast<size_t>(h * D + d);
         float& z = alpha[static_cast<size_t>(t) * p + i];
         z = z + w.dt_bias[i];
-        const float g =
-            c.has_gate_lower_bound ? c.gate_lower_bound * ops::sigmoid(ah * z) : -ah * softplus(z);
-        z = std::exp(g);
+        z = c.has_gate_lower_bound ? ah * z : -ah * softplus(z);
       }
     }
+  if (c.has_gate_lower_bound) {
+    ops::sigmoid_inplace(alpha, static_cast<int>(TP));
+    for (size_t i = 0; i < TP; ++i) alpha[i] = c.gate_lower_bound * alpha[i];
+  }
+  ops::exp_inplace(alpha, static_cast<int>(TP));
   // q ← q · D^-1/2
   const float qscale = 1.0f / std::sqrt(static_cast<float>(D));
   for (size_t i = 0; i < TP; ++i) q[i] = q[i] * qscale;
@@ -185,7 +182,7 @@ void kda_forward(const ModelConfig& c, const KdaWeights& w, std::span<const SeqR
     }
   float* gate = a.gate.data();
   ops::matmul(w.g_proj, x, rows, hs, gate, p);
-  for (size_t i = 0; i < TP; ++i) o[i] = o[i] * ops::sigmoid(gate[i]);
+  ops::sigmoid_gate(o, gate, static_cast<int>(TP));
   ops::matmul(w.o_proj, o, rows, p, out, hs);
 }
 

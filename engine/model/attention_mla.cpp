@@ -83,7 +83,7 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, std::span<const SeqR
   if (c.mla_output_gate) {
     float* gate = a.gate.data();
     ops::matmul(w.g_proj, x, rows, hs, gate, orow);
-    for (size_t i = 0; i < static_cast<size_t>(rows) * orow; ++i) o[i] = o[i] * ops::sigmoid(gate[i]);
+    ops::sigmoid_gate(o, gate, static_cast<int>(static_cast<size_t>(rows) * orow));
   }
   ops::matmul(w.o_proj, o, rows, orow, out, hs);
 }

@@ -178,8 +178,8 @@ void l2norm(float* x, int n, float eps) {
   for (int i = 0; i < n; ++i) x[i] = x[i] * inv;
 }
 
-float sigmoid(float x) {
-  return 1.0f / (1.0f + std::exp(-x));
+void exp_inplace(float* x, int n) {
+  for (int i = 0; i < n; ++i) x[i] = std::exp(x[i]);
 }
 
 void situ_glu(const float* g, const float* u, int n, float beta, float lin_beta, float* y) {
@@ -187,11 +187,15 @@ void situ_glu(const float* g, const float* u, int n, float beta, float lin_beta,
 }
 
 void silu_inplace(float* x, int n) {
-  for (int i = 0; i < n; ++i) x[i] = x[i] * sigmoid(x[i]);
+  kernels().sigmoid_gate(x, x, n, x);
 }
 
 void sigmoid_inplace(float* x, int n) {
-  for (int i = 0; i < n; ++i) x[i] = sigmoid(x[i]);
+  kernels().sigmoid(x, n, x);
+}
+
+void sigmoid_gate(float* x, const float* g, int n) {
+  kernels().sigmoid_gate(x, g, n, x);
 }
 
 void softmax_inplace(float* x, int n) {

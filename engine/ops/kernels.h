@@ -68,8 +68,14 @@ struct KernelTable {
                    float* u, float* delta);
   // y[i] = fma(a, x[i], y[i]).
   void (*axpy)(float a, const float* x, float* y, int n);
-  // SiTU-GLU in its canonical formula (kernels_math.inc); y may alias g or u.
+  // The elementwise functions in their canonical formulas (kernels_math.inc); y may alias the
+  // inputs. SiTU-GLU; sigmoid; y = x · sigmoid(g) (SiLU when g = x).
   void (*situ_glu)(const float* g, const float* u, int n, float beta, float lin_beta, float* y);
+  void (*sigmoid)(const float* x, int n, float* y);
+  void (*sigmoid_gate)(const float* x, const float* g, int n, float* y);
+  // KDA's causal depthwise conv: out[t][c] = Σ_j taps[c·K + j] · ext[(t + j)·P + c] for t < T,
+  // c < P, summed by fma from +0 in increasing j. REQUIRES: K <= 8.
+  void (*short_conv)(const float* ext, const float* taps, int T, int P, int K, float* out);
 };
 
 // The table for a level. REQUIRES: the CPU supports `level`.
@@ -114,9 +120,15 @@ void l2norm(float* x, int n, float eps);
 // y = (beta·tanh(g/beta)·σ(g)) ⊙ (lin·tanh(u/lin)); y may alias g or u. Its exp and tanh are
 // the engine's own (kernels_math.inc), vectorised and equal on every SIMD level.
 void situ_glu(const float* g, const float* u, int n, float beta, float lin_beta, float* y);
+// Sigmoid and SiLU are the engine's own (kernels_math.inc), like SiTU's. exp_inplace is libm's
+// expf per element: where exp's result compounds (KDA's decay over positions, softmax) the
+// engine's 0.84-ulp exp measured beyond the golden tests' 1e-4 from the float64 reference,
+// where glibc's correctly rounded expf does not (engine/model/numerics.h).
+void exp_inplace(float* x, int n);
 void silu_inplace(float* x, int n);
 void sigmoid_inplace(float* x, int n);
-float sigmoid(float x);
+// x[i] ← x[i] · sigmoid(g[i]).
+void sigmoid_gate(float* x, const float* g, int n);
 // In place; max-subtracted; the sum is sequential.
 void softmax_inplace(float* x, int n);
 // y[i] = fma(a, x[i], y[i]).

@@ -351,9 +351,16 @@ struct Avx2Lanes {
 }  // namespace
 
 const KernelTable& table() {
-  static const KernelTable t{SimdLevel::kAvx2,         matmul_rows,      dot,
-                             generic_matvec_t,         generic_kda_head, generic_axpy,
-                             situ_glu_lanes<Avx2Lanes>};
+  static const KernelTable t{SimdLevel::kAvx2,
+                             matmul_rows,
+                             dot,
+                             generic_matvec_t,
+                             generic_kda_head,
+                             generic_axpy,
+                             situ_glu_lanes<Avx2Lanes>,
+                             sigmoid_lanes<Avx2Lanes>,
+                             sigmoid_gate_lanes<Avx2Lanes>,
+                             generic_short_conv};
   return t;
 }
 

@@ -386,9 +386,16 @@ struct Avx512Lanes {
 }  // namespace
 
 const KernelTable& table() {
-  static const KernelTable t{SimdLevel::kAvx512,         matmul_rows,      dot,
-                             generic_matvec_t,           generic_kda_head, generic_axpy,
-                             situ_glu_lanes<Avx512Lanes>};
+  static const KernelTable t{SimdLevel::kAvx512,
+                             matmul_rows,
+                             dot,
+                             generic_matvec_t,
+                             generic_kda_head,
+                             generic_axpy,
+                             situ_glu_lanes<Avx512Lanes>,
+                             sigmoid_lanes<Avx512Lanes>,
+                             sigmoid_gate_lanes<Avx512Lanes>,
+                             generic_short_conv};
   return t;
 }
 

@@ -15,9 +15,16 @@ namespace {
 }  // namespace
 
 const KernelTable& table() {
-  static const KernelTable t{SimdLevel::kScalar, generic_matmul_rows, generic_dot,
-                             generic_matvec_t,   generic_kda_head,    generic_axpy,
-                             generic_situ_glu};
+  static const KernelTable t{SimdLevel::kScalar,
+                             generic_matmul_rows,
+                             generic_dot,
+                             generic_matvec_t,
+                             generic_kda_head,
+                             generic_axpy,
+                             situ_glu_lanes<ScalarLanes>,
+                             sigmoid_lanes<ScalarLanes>,
+                             sigmoid_gate_lanes<ScalarLanes>,
+                             generic_short_conv};
   return t;
 }
 

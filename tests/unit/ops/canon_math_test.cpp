@@ -1,6 +1,7 @@
-// SiTU-GLU's canonical math (engine/ops/kernels_math.inc): every SIMD level gives the scalar
-// reference's bits wherever an element falls (a whole register or the tail), the result is
-// within a few ulp of the exact formula, and non-finite inputs behave.
+// The engine's own elementwise math (engine/ops/kernels_math.inc) and the short conv: every
+// SIMD level gives the scalar reference's bits wherever an element falls (a whole register or
+// the tail), the results are within a few ulp of the exact formulas, and non-finite inputs
+// behave.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -108,6 +109,84 @@ TEST_CASE("SiTU-GLU saturates on infinities and passes NaN through", "[engine][o
     CHECK(y[16] == -100.0f);
     CHECK(std::isnan(y[17]));
     CHECK(std::isnan(y[18]));
+  }
+}
+
+// Each elementwise kernel of a level against the scalar table, bit for bit, at every offset.
+template <typename Run>
+void same_bits_on_every_level(const std::vector<float>& a, const std::vector<float>& b, Run run) {
+  const int n = static_cast<int>(a.size());
+  std::vector<float> ref(a.size());
+  run(kernel_table(SimdLevel::kScalar), a.data(), b.data(), n, ref.data());
+  for (SimdLevel level : levels())
+    for (int off = 0; off < 17; ++off) {
+      std::vector<float> y(a.size());
+      run(kernel_table(level), a.data() + off, b.data() + off, n - off, y.data());
+      for (int i = 0; i < n - off; ++i) {
+        INFO(simd_level_name(level) << " offset " << off << " x " << a[off + i]);
+        REQUIRE(bits(y[i]) == bits(ref[off + i]));
+      }
+    }
+}
+
+TEST_CASE("sigmoid and the sigmoid gate give the scalar bits on every level, within ulps",
+          "[engine][ops]") {
+  const std::vector<float> x = inputs();
+  const std::vector<float> g(x.rbegin(), x.rend());
+  same_bits_on_every_level(x, g,
+                           [](const KernelTable& k, const float* a, const float*, int n, float* y) {
+                             k.sigmoid(a, n, y);
+                           });
+  same_bits_on_every_level(
+      x, g, [](const KernelTable& k, const float* a, const float* b, int n, float* y) {
+        k.sigmoid_gate(a, b, n, y);
+      });
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    INFO("x " << v);
+    const double s = 1.0 / (1.0 + std::exp(-v));
+    float sig;
+    kernels().sigmoid(&x[i], 1, &sig);
+    CHECK(std::abs(sig - s) <= 4 * 0x1p-24 * s + 1e-35);
+    float gated = x[i];
+    sigmoid_gate(&gated, &g[i], 1);
+    const double want_gate = v / (1.0 + std::exp(-static_cast<double>(g[i])));
+    CHECK(std::abs(gated - want_gate) <= 6 * 0x1p-24 * std::abs(want_gate) + 1e-35);
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  float sig_nan;
+  kernels().sigmoid(&nan, 1, &sig_nan);
+  CHECK(std::isnan(sig_nan));
+}
+
+TEST_CASE("the short conv gives the scalar bits on every level and sums its taps in order",
+          "[engine][ops]") {
+  const std::vector<float> in = inputs();
+  for (int P : {16, 37, 128}) {
+    for (int K : {1, 4, 8}) {
+      const int T = 5;
+      std::vector<float> ext(static_cast<size_t>((T + K - 1) * P)),
+          taps(static_cast<size_t>(P * K));
+      for (size_t i = 0; i < ext.size(); ++i) ext[i] = in[i % in.size()] * 0.5f;
+      for (size_t i = 0; i < taps.size(); ++i) taps[i] = in[(7 * i + 3) % in.size()] * 0.25f;
+      std::vector<float> ref(static_cast<size_t>(T * P));
+      for (int t = 0; t < T; ++t)
+        for (int c = 0; c < P; ++c) {
+          float acc = 0.0f;
+          for (int j = 0; j < K; ++j)
+            acc = std::fma(taps[static_cast<size_t>(c * K + j)],
+                           ext[static_cast<size_t>((t + j) * P + c)], acc);
+          ref[static_cast<size_t>(t * P + c)] = acc;
+        }
+      for (SimdLevel level : levels()) {
+        std::vector<float> out(ref.size());
+        kernel_table(level).short_conv(ext.data(), taps.data(), T, P, K, out.data());
+        for (size_t i = 0; i < ref.size(); ++i) {
+          INFO(simd_level_name(level) << " P " << P << " K " << K << " element " << i);
+          REQUIRE(bits(out[i]) == bits(ref[i]));
+        }
+      }
+    }
   }
 }
 
