@@ -116,6 +116,12 @@ KernelRates::ElementRates measure_elements(int repeats, std::mt19937& rng) {
         ops::sigmoid_inplace(y.data(), n);
       },
       n, repeats);
+  e.exp = time_per_element(
+      [&] {
+        std::copy_n(a.data(), n, y.data());
+        ops::exp_inplace(y.data(), n);
+      },
+      n, repeats);
   e.norm =
       time_per_element([&] { ops::rmsnorm(a.data(), w.data(), n, 1e-5f, y.data()); }, n, repeats);
   e.axpy = time_per_element([&] { ops::axpy(0.5f, a.data(), y.data(), n); }, n, repeats);
@@ -156,7 +162,7 @@ KernelRates::ElementRates measure_elements(int repeats, std::mt19937& rng) {
   {
     constexpr int E = 256, k = 8;
     std::vector<float> scores = vec(E), bias = vec(E), weights(k);
-    for (float& s : scores) s = ops::sigmoid(s);
+    ops::sigmoid_inplace(scores.data(), E);
     std::vector<int> selected(k);
     e.top_k = time_per_element(
         [&] {
@@ -215,10 +221,11 @@ nlohmann::json KernelRates::to_json() const {
     for (int r : kRows) ladder[std::to_string(r)] = gflops(f, r);
     j[f == ops::MatFormat::kMxfp4 ? "mxfp4_gflops" : "bf16_gflops"] = ladder;
   }
-  j["element_ns"] = {{"situ", element.situ * 1e9}, {"sigmoid", element.sigmoid * 1e9},
-                     {"norm", element.norm * 1e9}, {"axpy", element.axpy * 1e9},
-                     {"dot", element.dot * 1e9},   {"matvec", element.matvec * 1e9},
-                     {"kda", element.kda * 1e9},   {"top_k", element.top_k * 1e9}};
+  j["element_ns"] = {{"situ", element.situ * 1e9},     {"sigmoid", element.sigmoid * 1e9},
+                     {"exp", element.exp * 1e9},       {"norm", element.norm * 1e9},
+                     {"axpy", element.axpy * 1e9},     {"dot", element.dot * 1e9},
+                     {"matvec", element.matvec * 1e9}, {"kda", element.kda * 1e9},
+                     {"top_k", element.top_k * 1e9}};
   j["threads"] = threads;
   return j;
 }

@@ -49,7 +49,8 @@ class KernelRates {
   // between its products): the fastest of a few runs of ~2 ms each.
   struct ElementRates {
     double situ = 0;     // ops::situ_glu, per output element
-    double sigmoid = 0;  // ops::sigmoid_inplace, per element (also SiLU, exp, softmax)
+    double sigmoid = 0;  // ops::sigmoid_inplace, per element (also SiLU and gates)
+    double exp = 0;      // ops::exp_inplace, per element (KDA's decay, softmax)
     double norm = 0;     // ops::rmsnorm, per element (also l2norm)
     double axpy = 0;     // ops::axpy, per element (also copies, sums, zeroing, the conv)
     double dot = 0;      // the kernels' dot, per element (MLA's scores, attn_res)

@@ -37,10 +37,10 @@ double layer_elements(const LayerLayout& l) {
 
 // The element work of one row (pass_cost.h), in elements of each probed function.
 struct ElementCounts {
-  double situ = 0, sigmoid = 0, norm = 0, axpy = 0, dot = 0, top_k = 0;
+  double situ = 0, sigmoid = 0, exp = 0, norm = 0, axpy = 0, dot = 0, top_k = 0;
   double seconds(const KernelRates::ElementRates& r) const {
-    return situ * r.situ + sigmoid * r.sigmoid + norm * r.norm + axpy * r.axpy + dot * r.dot +
-           top_k * r.top_k;
+    return situ * r.situ + sigmoid * r.sigmoid + exp * r.exp + norm * r.norm + axpy * r.axpy +
+           dot * r.dot + top_k * r.top_k;
   }
 };
 
@@ -48,7 +48,7 @@ struct ElementCounts {
 void add_attn_res(ElementCounts& e, double n, double hidden) {
   e.dot += 2 * n * hidden;
   e.axpy += (n + 1) * hidden;
-  e.sigmoid += n;
+  e.exp += n;
 }
 
 }  // namespace
@@ -94,7 +94,8 @@ PassCostModel::PassCostModel(const ModelLayout& layout, const ResidencyPlan& pla
       parallel += nh * (c.qk_nope + c.v_head_dim) * kvl * er.matvec + nh * kvl * er.axpy;
     } else {
       serial.axpy += 3 * P * c.conv_kernel + 3 * P + 2 * P;
-      serial.sigmoid += 3 * P + H + 2 * P + P;
+      serial.sigmoid += 3 * P + H + P + P;
+      serial.exp += P;
       serial.norm += 3 * P;
       parallel += H * D * D * er.kda;
     }
@@ -114,8 +115,8 @@ PassCostModel::PassCostModel(const ModelLayout& layout, const ResidencyPlan& pla
   element_row_serial_ = serial.seconds(er);
   element_row_parallel_ = parallel / threads;
   element_position_ =
-      c.num_mla_layers() * nh * ((kvl + c.qk_rope) * er.dot + er.sigmoid + kvl * er.axpy) / threads;
-  element_logits_row_ = hidden * er.norm + static_cast<double>(c.vocab) * (er.axpy + er.sigmoid);
+      c.num_mla_layers() * nh * ((kvl + c.qk_rope) * er.dot + er.exp + kvl * er.axpy) / threads;
+  element_logits_row_ = hidden * er.norm + static_cast<double>(c.vocab) * (er.axpy + er.exp);
 
   // The plan's step is one row per sequence of its batch; take out its embedding rows and
   // its distinct experts to get the per-pass and per-expert parts.

@@ -14,8 +14,8 @@
 //   functions (KernelRates::ElementRates):
 //     every layer   2 RMSNorms of hidden; attn_res over its n sources (2n dots and n + 1
 //                   axpys of hidden); the residual stream's copies and sums (4 hidden)
-//     KDA layer     conv 3·P·K + copies 3·P, SiLU 3·P, l2norm 2·P, β H, decay 2·P (a
-//                   sigmoid and an exp), o_norm P, gate P + P; the recurrence H·D² (kda,
+//     KDA layer     conv 3·P·K + copies 3·P, SiLU 3·P, l2norm 2·P, β H, decay P sigmoids
+//                   and P exps, o_norm P, gate P + P; the recurrence H·D² (kda,
 //                   split over the threads)
 //     MLA layer     norms q_lora + kv_lora, gate 2·heads·v_dim, per row and head the
 //                   absorbed kv_b products (matvec, heads·(nope + v_dim)·kv_lora, split
@@ -26,6 +26,7 @@
 //                   over the threads); the shared expert's SiTU shared_inter and its sum hidden
 //     dense layer   SiTU dense_inter
 //     logits row    the head's norm of hidden, the finiteness scan and a softmax of vocab
+//   softmaxes (attn_res's sources, MLA's positions, the vocabulary) count at the exp rate.
 //   SiTU, norms and copies outside the parallel regions run on one thread, as the engine
 //   runs them.
 // Opening the model reads what the plan keeps in memory once: pinned and held trunk units,

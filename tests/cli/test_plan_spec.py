@@ -76,7 +76,7 @@ class PlanSpec(unittest.TestCase):
         # Compute counts the work outside the products, from probed element rates.
         self.assertGreater(j["predicted_element_seconds"], 0)
         self.assertLess(j["predicted_element_seconds"], j["predicted_compute_seconds"])
-        for key in ("situ", "sigmoid", "norm", "axpy", "dot", "matvec", "kda", "top_k"):
+        for key in ("situ", "sigmoid", "exp", "norm", "axpy", "dot", "matvec", "kda", "top_k"):
             self.assertGreater(j["kernel_rates"]["element_ns"][key], 0, key)
         self.assertEqual(j["bandwidth_source"], "given")
         self.assertIsNone(j["disk_probe"])
