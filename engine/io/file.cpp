@@ -14,7 +14,9 @@
 namespace nj {
 namespace {
 
-std::string errno_text(int err) { return std::strerror(err); }
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
 
 class PosixRandomAccessFile final : public RandomAccessFile {
  public:
@@ -26,7 +28,8 @@ class PosixRandomAccessFile final : public RandomAccessFile {
     auto* out = static_cast<uint8_t*>(dst);
     // O_DIRECT transfers whole blocks: a read that ends at the end of the file asks for the
     // rest of the last block and gets exactly the file's remaining bytes.
-    const size_t request = direct_ && offset + n == size_ ? static_cast<size_t>(align_up(n, kDirectAlign)) : n;
+    const size_t request =
+        direct_ && offset + n == size_ ? static_cast<size_t>(align_up(n, kDirectAlign)) : n;
     size_t done = 0;
     while (done < n) {
       ssize_t r = ::pread(fd_, out + done, request - done, static_cast<off_t>(offset + done));
@@ -38,8 +41,7 @@ class PosixRandomAccessFile final : public RandomAccessFile {
       if (r == 0) {
         return io_error(path_ + ": short read at offset " + std::to_string(offset + done) +
                         " (wanted " + std::to_string(n) + " bytes from offset " +
-                        std::to_string(offset) + ", file is " + std::to_string(size_) +
-                        " bytes)");
+                        std::to_string(offset) + ", file is " + std::to_string(size_) + " bytes)");
       }
       done += static_cast<size_t>(r);
     }
@@ -59,8 +61,7 @@ class PosixRandomAccessFile final : public RandomAccessFile {
 
 }  // namespace
 
-Result<std::unique_ptr<RandomAccessFile>> open_random_access(const std::string& path,
-                                                             IoMode mode) {
+Result<std::unique_ptr<RandomAccessFile>> open_random_access(const std::string& path, IoMode mode) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever; the
   // fstat below then refuses anything but a regular file. It changes nothing for a regular
   // file's reads, and is cleared all the same.
@@ -77,7 +78,7 @@ Result<std::unique_ptr<RandomAccessFile>> open_random_access(const std::string& 
     if (err == EINVAL && direct) return io_error(path + ": the filesystem refuses O_DIRECT");
     return io_error(path + ": cannot open: " + errno_text(err));
   }
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
@@ -102,12 +103,12 @@ Result<std::string> read_small_file(const std::string& path, size_t max_bytes) {
   return text;
 }
 
-AlignedBuffer::AlignedBuffer(size_t n) : n_(n) {
+AlignedBuffer::AlignedBuffer(size_t n, PageSize pages) : n_(n) {
   if (n == 0) return;
   // Large buffers (weights) sit on 2 MiB boundaries and ask for transparent huge pages:
   // kernels streaming hundreds of MB through the TLB run measurably faster on them.
-  constexpr size_t kHuge = 2u << 20;
-  const size_t align = n >= 2 * kHuge ? kHuge : kDirectAlign;
+  constexpr size_t kHuge = kHugePageBytes;
+  const size_t align = n >= 2 * kHuge || pages == PageSize::kHuge ? kHuge : kDirectAlign;
   const size_t bytes = align_up(n, align);
   p_ = static_cast<uint8_t*>(std::aligned_alloc(align, bytes));
   if (!p_) throw std::bad_alloc();
@@ -123,7 +124,9 @@ AlignedBuffer::AlignedBuffer(size_t n) : n_(n) {
   for (size_t at = 0; at < bytes; at += kDirectAlign) touch[at] = 0;  // 4 KiB pages
 }
 
-AlignedBuffer::~AlignedBuffer() { std::free(p_); }
+AlignedBuffer::~AlignedBuffer() {
+  std::free(p_);
+}
 
 AlignedBuffer::AlignedBuffer(AlignedBuffer&& o) noexcept : p_(o.p_), n_(o.n_) {
   o.p_ = nullptr;

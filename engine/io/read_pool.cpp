@@ -108,7 +108,13 @@ ReadPoolCounters ReadPool::counters() const {
 // Reads one chunk, or reads and consumes one block. Returns the failure, if any.
 Status ReadPool::run_chunk(Chunk& chunk, uint8_t* staging) {
   ReadRequest& r = chunk.req;
-  if (!r.consume) return r.file->read_at(r.offset, r.dst, r.length);
+  const ReadTrace& tr = r.trace;
+  if (tr.timeline) tr.timeline->record(tr.unit, tr.block, TimelineKind::kReadStart);
+  if (!r.consume) {
+    Status s = r.file->read_at(r.offset, r.dst, r.length);
+    if (tr.timeline) tr.timeline->record(tr.unit, tr.block, TimelineKind::kReadEnd);
+    return s;
+  }
   if (r.length > staging_bytes_)
     return invalid_argument("a block of " + std::to_string(r.length) + " bytes does not fit the " +
                             std::to_string(staging_bytes_) + "-byte staging buffer");
@@ -117,10 +123,12 @@ Status ReadPool::run_chunk(Chunk& chunk, uint8_t* staging) {
     NJ_RETURN_IF_ERROR(r.file->read_at(r.offset, staging, r.length));
     bytes = staging;
   }
+  if (tr.timeline) tr.timeline->record(tr.unit, tr.block, TimelineKind::kReadEnd);
   timespec t0{}, t1{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
   Status s = r.consume(std::span<const uint8_t>(bytes, r.length));
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+  if (tr.timeline) tr.timeline->record(tr.unit, tr.block, TimelineKind::kDecodeEnd);
   std::lock_guard<std::mutex> lock(mu_);
   counters_.consumed_bytes += r.length;
   counters_.consume_s += static_cast<double>(t1.tv_sec - t0.tv_sec) +
@@ -129,7 +137,8 @@ Status ReadPool::run_chunk(Chunk& chunk, uint8_t* staging) {
 }
 
 void ReadPool::worker() {
-  AlignedBuffer staging(staging_bytes_);
+  AlignedBuffer staging(staging_bytes_,
+                        staging_on_huge_pages(staging_bytes_) ? PageSize::kHuge : PageSize::kAuto);
   while (true) {
     Chunk chunk;
     {

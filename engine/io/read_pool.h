@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "engine/io/file.h"
+#include "engine/io/timeline.h"
 #include "engine/util/status.h"
 
 namespace nj {
@@ -37,6 +38,7 @@ struct ReadRequest {
   // I/O thread; its error fails the batch. The bytes are valid only during the call.
   std::function<Status(std::span<const uint8_t> bytes)> consume;
   const uint8_t* src = nullptr;
+  ReadTrace trace;  // optional: where its start, end and decode go on a timeline
 };
 
 // The default number of I/O threads: NVMe needs several reads in flight to reach its rate.
@@ -73,13 +75,26 @@ struct ReadPoolCounters {
 // in flight, and each thread costs a stack; more would only risk exhausting the process.
 inline constexpr int kMaxIoThreads = 256;
 
+// The memory one I/O thread's staging buffer takes for requests of up to `staging_bytes`:
+// on huge pages (see AlignedBuffer) from 1 MiB up, so rounded up to 2 MiB; smaller ones
+// (small models' blocks) on 4 KiB pages, where rounding would cost more than it saves. The
+// planner counts this.
+inline bool staging_on_huge_pages(size_t staging_bytes) {
+  return staging_bytes >= kHugePageBytes / 2;
+}
+inline size_t staging_buffer_bytes(size_t staging_bytes) {
+  return align_up(staging_bytes,
+                  staging_on_huge_pages(staging_bytes) ? kHugePageBytes : kDirectAlign);
+}
+
 class ReadPool {
  public:
   // A pool of `threads` I/O threads (1..kMaxIoThreads, clamped); reads are cut into chunks
   // of at most `chunk_bytes` (a multiple of kDirectAlign) so that several threads share a
-  // large read. Each thread owns a staging buffer of `staging_bytes` for requests with a
-  // `consume` step (0: none accepted). ResourceExhausted naming the thread when the system
-  // refuses to start one (then no thread of the pool is left running).
+  // large read. Each thread owns a staging buffer for requests with a `consume` step of up to
+  // `staging_bytes` (0: none accepted), taking staging_buffer_bytes of memory.
+  // ResourceExhausted naming the thread when the system refuses to start one (then no thread of the
+  // pool is left running).
   static Result<std::unique_ptr<ReadPool>> create(int threads = kDefaultIoThreads,
                                                   size_t chunk_bytes = 4u << 20,
                                                   size_t staging_bytes = 0);

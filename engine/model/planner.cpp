@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "engine/model/activations.h"
+#include "engine/model/stored_unit.h"
 #include "engine/util/units.h"
 
 namespace nj {
@@ -32,15 +33,14 @@ uint64_t decoded_bytes(const UnitLayout& u) {
   return n;
 }
 
-// One staging buffer per I/O thread holds the largest stored block (0 without blocks).
+// One staging buffer per I/O thread holds the longest read of stored blocks (a run of them,
+// stored_unit.h; 0 without blocks), in staging_buffer_bytes (read_pool.h). StreamingSource sizes
+// its pool's buffers the same way.
 uint64_t staging_bytes(const ModelLayout& layout, int io_threads) {
-  uint64_t largest = 0;
-  auto scan = [&](const UnitLayout& u) {
-    for (const StoredBlock& b : u.blocks) largest = std::max<uint64_t>(largest, b.stored_bytes);
-  };
-  for (int l = 0; l < layout.config().layers; ++l) scan(layout.layer(l).unit);
-  scan(layout.head().unit);
-  return static_cast<uint64_t>(std::max(1, io_threads)) * align_up(largest, kDirectAlign);
+  uint64_t largest = largest_block_run(layout.head().unit);
+  for (int l = 0; l < layout.config().layers; ++l)
+    largest = std::max(largest, largest_block_run(layout.layer(l).unit));
+  return static_cast<uint64_t>(std::max(1, io_threads)) * staging_buffer_bytes(largest);
 }
 
 }  // namespace
@@ -62,8 +62,8 @@ ActivationShape planned_activation_shape(const PlanOptions& o) {
   const int chunk = std::max(1, o.prefill_chunk);
   const int per_sequence = 1 + std::max(0, o.draft_tokens);  // a decode pass's rows per sequence
   // Windows: every sequence may bring a whole prefill chunk to a pass.
-  const int rows = o.windows ? batch * std::max(chunk, per_sequence)
-                             : std::max(chunk, batch * per_sequence);
+  const int rows =
+      o.windows ? batch * std::max(chunk, per_sequence) : std::max(chunk, batch * per_sequence);
   ActivationShape s{rows, batch, std::max(1, o.max_context),
                     o.all_logits ? rows : batch * per_sequence};
   if (o.draft_tokens > 0) {
@@ -94,7 +94,7 @@ void batch_memory(const ModelConfig& c, const PlanOptions& o, int batch, uint64_
 
 struct WeightMinimum {
   uint64_t largest_unit = 0, expert_buffer = 0;
-  uint64_t staging = 0;  // lossless packs: a stored block per I/O thread
+  uint64_t staging = 0;  // lossless packs: a run of stored blocks per I/O thread
   int ring_slots = 2, expert_buffers = 0;
   uint64_t bytes() const {
     return staging + static_cast<uint64_t>(ring_slots) * largest_unit +

@@ -24,8 +24,8 @@
 //      accepted then pays only the rows it drafts (engine/spec/draft_length.h). Their rows'
 //      experts use the expert cache's slots as read buffers;
 //   5. expert-cache slots, spread evenly over the MoE layers.
-// A lossless pack also needs one staging buffer per I/O thread (a stored block read before
-// it is decoded into the ring): part of the minimum.
+// A lossless pack also needs one staging buffer per I/O thread (a run of stored blocks, up
+// to 4 MiB, read before it is decoded into the ring; stored_unit.h): part of the minimum.
 // The plan never changes the tokens: only where bytes come from.
 #pragma once
 
@@ -75,7 +75,7 @@ struct PlanOptions {
   // core (tests/bench/run_lossless_bench.sh), so the model errs on the side of pinning.
   double decode_gbps = 8.0;
   PinCompressed pin_compressed = PinCompressed::kAuto;  // see trunk_residency.h
-  int io_threads = kDefaultIoThreads;  // one staging buffer (one stored block) each
+  int io_threads = kDefaultIoThreads;  // one staging buffer (one run of stored blocks) each
   // Measured routing of this workload; without it the cache prediction assumes uniform
   // routing (hit rate = slots / num_experts), which real routers usually beat.
   const RoutingProfile* routing = nullptr;
@@ -102,7 +102,7 @@ struct ResidencyPlan {
   int max_batch = 0;           // the largest batch this budget holds (0: not even one)
   uint64_t state_bytes = 0;    // batch x sequence_states x the sequence state at max_context
   uint64_t scratch_bytes = 0;  // the activations of a pass (activations.h), kernels' scratch
-  uint64_t staging_bytes = 0;  // lossless: one stored block per I/O thread (0 otherwise)
+  uint64_t staging_bytes = 0;  // lossless: one run of stored blocks per I/O thread (0 otherwise)
   uint64_t pinned_bytes = 0;
   uint64_t held_bytes = 0;
   uint64_t ring_bytes = 0;

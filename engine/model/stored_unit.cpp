@@ -3,7 +3,10 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
+
 #include "engine/codec/block_decoder.h"
+#include "engine/io/file.h"
 
 namespace nj {
 namespace {
@@ -50,6 +53,27 @@ Status decode_unit(const UnitLayout& unit, std::span<const uint8_t> stored_run, 
         unit, k, stored_run.subspan(b.stored_offset, b.stored_bytes), verify, pack_path, buffer));
   }
   return Status();
+}
+
+std::vector<BlockRun> block_runs(const UnitLayout& unit, size_t max_read_bytes) {
+  std::vector<BlockRun> runs;
+  for (size_t k = 0; k < unit.blocks.size(); ++k) {
+    const StoredBlock& b = unit.blocks[k];
+    const uint64_t end = align_up(b.stored_offset + b.stored_bytes, kDirectAlign);
+    if (!runs.empty() && end - runs.back().stored_offset <= max_read_bytes) {
+      runs.back().count++;
+      runs.back().read_bytes = end - runs.back().stored_offset;
+      continue;
+    }
+    runs.push_back(BlockRun{k, 1, b.stored_offset, end - b.stored_offset});
+  }
+  return runs;
+}
+
+uint64_t largest_block_run(const UnitLayout& unit) {
+  uint64_t largest = 0;
+  for (const BlockRun& r : block_runs(unit)) largest = std::max(largest, r.read_bytes);
+  return largest;
 }
 
 uint64_t stored_block_bytes(const UnitLayout& unit) {

@@ -25,13 +25,15 @@ Result<std::unique_ptr<RandomAccessFile>> open_for_streaming(const std::string& 
   NJ_ASSIGN_OR_RETURN(auto file, open_random_access(path, IoMode::kPreferDirect));
   static std::atomic<bool> warned{false};
   if (!file->direct() && !warned.exchange(true))
-    spdlog::warn("O_DIRECT is refused for {}; reading model files through the page cache (slower, and "
-                 "the cache then competes with the memory budget)", path);
+    spdlog::warn(
+        "O_DIRECT is refused for {}; reading model files through the page cache (slower, and "
+        "the cache then competes with the memory budget)",
+        path);
   return file;
 }
 
-StreamingSource::StreamingSource(const TensorIndex& index, const ModelLayout& layout, const ResidencyPlan& plan,
-                                 StreamingOptions options)
+StreamingSource::StreamingSource(const TensorIndex& index, const ModelLayout& layout,
+                                 const ResidencyPlan& plan, StreamingOptions options)
     : index_(index), layout_(layout), plan_(plan), options_(std::move(options)) {}
 
 StreamingSource::~StreamingSource() {
@@ -42,42 +44,75 @@ const UnitLayout& StreamingSource::unit_layout(int u) const {
   return u == layout_.config().layers ? layout_.head().unit : layout_.layer(u).unit;
 }
 
-std::shared_ptr<ReadTicket> StreamingSource::read_unit_async(const UnitLayout& u, uint8_t* buffer, ReadPriority p) {
+std::shared_ptr<ReadTicket> StreamingSource::read_trunk_async(int unit, uint8_t* buffer,
+                                                              ReadPriority p) {
+  if (!options_.timeline) return read_unit_async(unit_layout(unit), buffer, p);
+  options_.timeline->record(unit, -1, TimelineKind::kSubmit, static_cast<int>(p));
+  return read_unit_async(unit_layout(unit), buffer, p, unit);
+}
+
+void StreamingSource::trace(int unit, TimelineKind kind) const {
+  if (options_.timeline) options_.timeline->record(unit, -1, kind);
+}
+
+std::shared_ptr<ReadTicket> StreamingSource::read_unit_async(const UnitLayout& u, uint8_t* buffer,
+                                                             ReadPriority p, int traced_unit) {
   std::vector<ReadRequest> reqs;
+  const auto traced = [&](size_t k) {
+    ReadTrace t;
+    if (traced_unit != -1 && options_.timeline)
+      t = ReadTrace{options_.timeline.get(), traced_unit, static_cast<int>(k)};
+    return t;
+  };
   if (u.blocks.empty()) {
-    for (const Extent& e : u.extents)
-      reqs.push_back(ReadRequest{files_[e.file].get(), e.file_offset, static_cast<size_t>(e.length), buffer + e.buffer_offset});
+    for (size_t k = 0; k < u.extents.size(); ++k) {
+      const Extent& e = u.extents[k];
+      ReadRequest r{files_[e.file].get(), e.file_offset, static_cast<size_t>(e.length),
+                    buffer + e.buffer_offset};
+      r.trace = traced(k);
+      reqs.push_back(std::move(r));
+    }
     return pool_->submit(std::move(reqs), p);
   }
-  // A lossless unit: one request per block, decoded into the buffer on the I/O thread.
+  // A lossless unit: one request per run of blocks, decoded into the buffer on the I/O thread.
   const Extent& e = u.extents[0];
   const AlignedBuffer& held = held_buf_[static_cast<size_t>(u.pack_unit)];
-  for (size_t k = 0; k < u.blocks.size(); ++k) {
-    const StoredBlock& b = u.blocks[k];
+  const std::vector<BlockRun> runs = block_runs(u);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const BlockRun run = runs[i];
     ReadRequest r;
-    r.offset = e.file_offset + b.stored_offset;
+    r.offset = e.file_offset + run.stored_offset;
+    r.length = run.read_bytes;
     if (held.size()) {
-      r.src = held.data() + b.stored_offset;
-      r.length = b.stored_bytes;
+      r.src = held.data() + run.stored_offset;
+      const StoredBlock& last = u.blocks[run.first + run.count - 1];
+      r.length =
+          last.stored_offset + last.stored_bytes - run.stored_offset;  // no padding past the end
     } else {
       r.file = files_[e.file].get();
-      r.length = align_up(b.stored_bytes, kDirectAlign);
     }
-    r.consume = [this, &u, k, buffer](std::span<const uint8_t> bytes) { return consume_block(u, k, bytes, buffer); };
+    r.consume = [this, &u, run, buffer](std::span<const uint8_t> bytes) {
+      for (size_t k = run.first; k < run.first + run.count; ++k)
+        NJ_RETURN_IF_ERROR(consume_block(
+            u, k, bytes.subspan(u.blocks[k].stored_offset - run.stored_offset), buffer));
+      return Status();
+    };
+    r.trace = traced(i);
     reqs.push_back(std::move(r));
   }
   return pool_->submit(std::move(reqs), p);
 }
 
-Status StreamingSource::consume_block(const UnitLayout& u, size_t k, std::span<const uint8_t> stored,
-                                      uint8_t* buffer) {
+Status StreamingSource::consume_block(const UnitLayout& u, size_t k,
+                                      std::span<const uint8_t> stored, uint8_t* buffer) {
   auto& checked = block_verified_[static_cast<size_t>(u.pack_unit)];
   bool verify;
   {
     std::lock_guard<std::mutex> lock(block_mu_);
     verify = !checked[k];
   }
-  NJ_RETURN_IF_ERROR(decode_unit_block(u, k, stored, verify, files_[u.extents[0].file]->path(), buffer));
+  NJ_RETURN_IF_ERROR(
+      decode_unit_block(u, k, stored, verify, files_[u.extents[0].file]->path(), buffer));
   if (verify) {
     std::lock_guard<std::mutex> lock(block_mu_);
     checked[k] = true;
@@ -88,12 +123,15 @@ Status StreamingSource::consume_block(const UnitLayout& u, size_t k, std::span<c
 void StreamingSource::count_unit_read_locked(int u) {
   if (held_buf_[static_cast<size_t>(u)].size()) return;  // decoded from RAM: nothing read
   const UnitLayout& ul = unit_layout(u);
-  (u == layout_.config().layers ? stats_.head_bytes_read : stats_.trunk_bytes_read) += unit_bytes_read(ul);
+  (u == layout_.config().layers ? stats_.head_bytes_read : stats_.trunk_bytes_read) +=
+      unit_bytes_read(ul);
   stats_.trunk_raw_bytes += ul.tensor_bytes;
 }
 
-Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const TensorIndex& index, const ModelLayout& layout,
-                                                               const ResidencyPlan& plan, StreamingOptions options) {
+Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const TensorIndex& index,
+                                                               const ModelLayout& layout,
+                                                               const ResidencyPlan& plan,
+                                                               StreamingOptions options) {
   std::unique_ptr<StreamingSource> s(new StreamingSource(index, layout, plan, std::move(options)));
   for (const auto& path : layout.file_paths(index)) {
     NJ_ASSIGN_OR_RETURN(auto file, s->options_.open_file(path));
@@ -101,14 +139,15 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const TensorIndex
   }
   const ModelConfig& c = layout.config();
   const int n = s->units();
-  // Lossless units: a staging buffer per I/O thread for the largest stored block, and the
+  // Lossless units: a staging buffer per I/O thread for the longest run of stored blocks
+  // (the planner counts the same, planner.cpp), and the
   // stored runs of the units the plan holds compressed (their blocks checked now).
   size_t staging = 0;
   s->block_verified_.resize(static_cast<size_t>(n));
   s->held_buf_.resize(static_cast<size_t>(n));
   for (int u = 0; u < n; ++u) {
     const UnitLayout& ul = s->unit_layout(u);
-    for (const StoredBlock& b : ul.blocks) staging = std::max<size_t>(staging, align_up(b.stored_bytes, kDirectAlign));
+    staging = std::max<size_t>(staging, largest_block_run(ul));
     s->block_verified_[static_cast<size_t>(u)].assign(ul.blocks.size(), false);
     if (plan.held.empty() || !plan.held[static_cast<size_t>(u)] || ul.blocks.empty()) continue;
     const Extent& e = ul.extents[0];
@@ -118,11 +157,13 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const TensorIndex
     for (size_t k = 0; k < ul.blocks.size(); ++k) {
       const StoredBlock& b = ul.blocks[k];
       NJ_RETURN_IF_ERROR(verify_unit_block(
-          ul, k, std::span<const uint8_t>(held.data() + b.stored_offset, b.stored_bytes), s->files_[e.file]->path()));
+          ul, k, std::span<const uint8_t>(held.data() + b.stored_offset, b.stored_bytes),
+          s->files_[e.file]->path()));
       s->block_verified_[static_cast<size_t>(u)][k] = true;
     }
     // Read once, at open (as pinned units are).
-    (u == c.layers ? s->stats_.head_bytes_read : s->stats_.trunk_bytes_read) += stored_block_bytes(ul);
+    (u == c.layers ? s->stats_.head_bytes_read : s->stats_.trunk_bytes_read) +=
+        stored_block_bytes(ul);
     s->stats_.trunk_raw_bytes += ul.tensor_bytes;
   }
   NJ_ASSIGN_OR_RETURN(s->pool_,
@@ -137,7 +178,8 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const TensorIndex
     if (!plan.pinned[static_cast<size_t>(u)]) continue;
     const UnitLayout& ul = s->unit_layout(u);
     s->pinned_buf_[static_cast<size_t>(u)] = AlignedBuffer(ul.buffer_bytes);
-    tickets.push_back(s->read_unit_async(ul, s->pinned_buf_[static_cast<size_t>(u)].data(), ReadPriority::kUrgent));
+    tickets.push_back(s->read_unit_async(ul, s->pinned_buf_[static_cast<size_t>(u)].data(),
+                                         ReadPriority::kUrgent));
   }
   for (auto& t : tickets) NJ_RETURN_IF_ERROR(t->wait());
   for (int u = 0; u < n; ++u) {
@@ -156,10 +198,14 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const TensorIndex
   for (auto& slot : s->ring_) slot.buf = AlignedBuffer(plan.ring_slot_bytes);
   StreamingSource* self = s.get();
   s->experts_ = std::make_unique<ExpertCache>(
-      layout, plan.expert_buffers, plan.expert_buffer_bytes, plan.expert_cache_slots, s->options_.policy,
-      [self](const UnitLayout& u, uint8_t* buffer, ReadPriority p) { return self->read_unit_async(u, buffer, p); },
+      layout, plan.expert_buffers, plan.expert_buffer_bytes, plan.expert_cache_slots,
+      s->options_.policy,
+      [self](const UnitLayout& u, uint8_t* buffer, ReadPriority p) {
+        return self->read_unit_async(u, buffer, p, kTracedExpert);
+      },
       [self](const std::shared_ptr<ReadTicket>& t) { return self->await(t); });
-  s->embed_buf_ = AlignedBuffer(align_up(layout.embedding_row_bytes(), kDirectAlign) + kDirectAlign);
+  s->embed_buf_ =
+      AlignedBuffer(align_up(layout.embedding_row_bytes(), kDirectAlign) + kDirectAlign);
   return s;
 }
 
@@ -215,7 +261,7 @@ void StreamingSource::prefetch_after_locked(int u) {
       slot.unit = next;
       slot.layer_view.reset();
       slot.head_view.reset();
-      slot.ticket = read_unit_async(unit_layout(next), slot.buf.data(), ReadPriority::kPrefetch);
+      slot.ticket = read_trunk_async(next, slot.buf.data(), ReadPriority::kPrefetch);
       break;
     }
   }
@@ -232,19 +278,22 @@ Result<int> StreamingSource::acquire_unit(int u) {
       for (size_t i = 0; i < ring_.size() && slot_index < 0; ++i)
         if (ring_[i].refs == 0) slot_index = static_cast<int>(i);
       if (slot_index < 0)
-        return internal_error("trunk ring exhausted: every slot is in use (a caller holds too many layers)");
+        return internal_error(
+            "trunk ring exhausted: every slot is in use (a caller holds too many layers)");
       TrunkSlot& slot = ring_[static_cast<size_t>(slot_index)];
       slot.unit = u;
       slot.layer_view.reset();
       slot.head_view.reset();
-      slot.ticket = read_unit_async(unit_layout(u), slot.buf.data(), ReadPriority::kUrgent);
+      slot.ticket = read_trunk_async(u, slot.buf.data(), ReadPriority::kUrgent);
     }
     TrunkSlot& slot = ring_[static_cast<size_t>(slot_index)];
     slot.refs++;
     ticket = slot.ticket;
     prefetch_after_locked(u);
   }
+  trace(u, TimelineKind::kWaitBegin);
   Status st = await(ticket);
+  trace(u, TimelineKind::kWaitEnd);
   std::lock_guard<std::mutex> lock(mu_);
   TrunkSlot& slot = ring_[static_cast<size_t>(slot_index)];
   if (!st.ok()) {
@@ -261,10 +310,12 @@ Result<int> StreamingSource::acquire_unit(int u) {
     }
   }
   if (u == c.layers && !slot.head_view) {
-    slot.head_view = std::make_shared<HeadWeights>(materialize_head(c, layout_.head(), slot.buf.data()));
+    slot.head_view =
+        std::make_shared<HeadWeights>(materialize_head(c, layout_.head(), slot.buf.data()));
     count_unit_read_locked(u);
   } else if (u < c.layers && !slot.layer_view) {
-    slot.layer_view = std::make_shared<LayerWeights>(materialize_layer(c, layout_.layer(u), slot.buf.data()));
+    slot.layer_view =
+        std::make_shared<LayerWeights>(materialize_layer(c, layout_.layer(u), slot.buf.data()));
     count_unit_read_locked(u);
   }
   return slot_index;
@@ -272,6 +323,7 @@ Result<int> StreamingSource::acquire_unit(int u) {
 
 void StreamingSource::release_unit(int slot) {
   std::lock_guard<std::mutex> lock(mu_);
+  trace(ring_[static_cast<size_t>(slot)].unit, TimelineKind::kRelease);
   ring_[static_cast<size_t>(slot)].refs--;
 }
 
@@ -279,7 +331,8 @@ Result<std::shared_ptr<const LayerWeights>> StreamingSource::layer(int l) {
   if (plan_.pinned[static_cast<size_t>(l)]) return pinned_layer_[static_cast<size_t>(l)];
   NJ_ASSIGN_OR_RETURN(int slot, acquire_unit(l));
   std::shared_ptr<const LayerWeights> view = ring_[static_cast<size_t>(slot)].layer_view;
-  return std::shared_ptr<const LayerWeights>(view.get(), [this, slot, view](const LayerWeights*) { release_unit(slot); });
+  return std::shared_ptr<const LayerWeights>(
+      view.get(), [this, slot, view](const LayerWeights*) { release_unit(slot); });
 }
 
 Result<std::shared_ptr<const HeadWeights>> StreamingSource::head() {
@@ -287,7 +340,8 @@ Result<std::shared_ptr<const HeadWeights>> StreamingSource::head() {
   if (plan_.pinned[static_cast<size_t>(u)]) return pinned_head_;
   NJ_ASSIGN_OR_RETURN(int slot, acquire_unit(u));
   std::shared_ptr<const HeadWeights> view = ring_[static_cast<size_t>(slot)].head_view;
-  return std::shared_ptr<const HeadWeights>(view.get(), [this, slot, view](const HeadWeights*) { release_unit(slot); });
+  return std::shared_ptr<const HeadWeights>(
+      view.get(), [this, slot, view](const HeadWeights*) { release_unit(slot); });
 }
 
 void StreamingSource::will_need_layer(int l) {
@@ -300,7 +354,7 @@ void StreamingSource::will_need_layer(int l) {
       slot.unit = l;
       slot.layer_view.reset();
       slot.head_view.reset();
-      slot.ticket = read_unit_async(unit_layout(l), slot.buf.data(), ReadPriority::kPrefetch);
+      slot.ticket = read_trunk_async(l, slot.buf.data(), ReadPriority::kPrefetch);
       return;
     }
   }
@@ -316,8 +370,9 @@ Status StreamingSource::embed(std::span<const int32_t> ids, float* out) {
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= c.vocab)
-      return invalid_argument("token id " + std::to_string(ids[i]) + " is outside the vocabulary (0.." +
-                              std::to_string(c.vocab - 1) + ")");
+      return invalid_argument("token id " + std::to_string(ids[i]) +
+                              " is outside the vocabulary (0.." + std::to_string(c.vocab - 1) +
+                              ")");
     // One row per token, read as the aligned blocks that contain it.
     const uint64_t off = emb.info->offset + static_cast<uint64_t>(ids[i]) * row;
     const uint64_t begin = align_down(off, kDirectAlign);
@@ -330,7 +385,9 @@ Status StreamingSource::embed(std::span<const int32_t> ids, float* out) {
   return Status();
 }
 
-Result<std::shared_ptr<const ExpertWeights>> StreamingSource::expert(int l, int e) { return experts_->acquire(l, e); }
+Result<std::shared_ptr<const ExpertWeights>> StreamingSource::expert(int l, int e) {
+  return experts_->acquire(l, e);
+}
 
 int StreamingSource::expert_hold_limit() const {
   return std::max(1, plan_.expert_buffers / 2);
@@ -340,7 +397,9 @@ bool StreamingSource::expert_ready(int l, int e) const {
   return experts_->loaded(l, e);
 }
 
-void StreamingSource::will_need_experts(int l, std::span<const int> experts) { experts_->will_need(l, experts); }
+void StreamingSource::will_need_experts(int l, std::span<const int> experts) {
+  experts_->will_need(l, experts);
+}
 
 WeightStats StreamingSource::stats() const {
   const ExpertCacheStats e = experts_->stats();

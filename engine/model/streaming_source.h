@@ -20,31 +20,40 @@
 
 #include "engine/io/file.h"
 #include "engine/io/read_pool.h"
-#include "engine/model/tensor_index.h"
+#include "engine/io/timeline.h"
 #include "engine/model/planner.h"
+#include "engine/model/tensor_index.h"
 #include "engine/model/weight_source.h"
 #include "engine/moe/expert_cache.h"
 
 namespace nj {
 
-using FileOpener = std::function<Result<std::unique_ptr<RandomAccessFile>>(const std::string& path)>;
+// The timeline's unit for routed experts' reads (trunk units are 0..layers).
+inline constexpr int kTracedExpert = -2;
+
+using FileOpener =
+    std::function<Result<std::unique_ptr<RandomAccessFile>>(const std::string& path)>;
 
 // Opens with O_DIRECT where the filesystem allows it and says so (once) where it does not.
 Result<std::unique_ptr<RandomAccessFile>> open_for_streaming(const std::string& path);
 
 struct StreamingOptions {
   int io_threads = kDefaultIoThreads;  // reads in flight: NVMe needs several to reach its rate
-  size_t chunk_bytes = 4u << 20;    // one read; large enough for full-speed transfers
+  size_t chunk_bytes = 4u << 20;       // one read; large enough for full-speed transfers
   FileOpener open_file = open_for_streaming;  // tests inject faults here
   std::shared_ptr<const ExpertCachePolicy> policy = std::make_shared<LruExpertPolicy>();
+  // Optional: the trunk units' pipeline events go here (diagnosis; stream_bench --timeline).
+  std::shared_ptr<Timeline> timeline;
 };
 
 class StreamingSource final : public WeightSource {
  public:
   // Opens the files, allocates the plan's buffers and reads the pinned units. `index`,
   // `layout` and `plan` must outlive the source.
-  static Result<std::unique_ptr<StreamingSource>> open(const TensorIndex& index, const ModelLayout& layout,
-                                                       const ResidencyPlan& plan, StreamingOptions options = {});
+  static Result<std::unique_ptr<StreamingSource>> open(const TensorIndex& index,
+                                                       const ModelLayout& layout,
+                                                       const ResidencyPlan& plan,
+                                                       StreamingOptions options = {});
   ~StreamingSource() override;
 
   const ModelLayout& layout() const override { return layout_; }
@@ -72,9 +81,15 @@ class StreamingSource final : public WeightSource {
                   StreamingOptions options);
   int units() const { return static_cast<int>(plan_.pinned.size()); }
   const UnitLayout& unit_layout(int u) const;
-  std::shared_ptr<ReadTicket> read_unit_async(const UnitLayout& u, uint8_t* buffer, ReadPriority p);
+  // `traced_unit` != -1: its reads go on the timeline (if any) under that unit.
+  std::shared_ptr<ReadTicket> read_unit_async(const UnitLayout& u, uint8_t* buffer, ReadPriority p,
+                                              int traced_unit = -1);
+  // read_unit_async for trunk unit `unit`, traced on the timeline if there is one.
+  std::shared_ptr<ReadTicket> read_trunk_async(int unit, uint8_t* buffer, ReadPriority p);
+  void trace(int unit, TimelineKind kind) const;
   // Checks (once per process) and decodes block k of a lossless trunk unit. I/O threads.
-  Status consume_block(const UnitLayout& u, size_t k, std::span<const uint8_t> stored, uint8_t* buffer);
+  Status consume_block(const UnitLayout& u, size_t k, std::span<const uint8_t> stored,
+                       uint8_t* buffer);
   // Counts a trunk unit's bytes as read (nothing for one held in RAM). REQUIRES: mu_ held.
   void count_unit_read_locked(int u);
   // Acquires trunk unit u (waits for its bytes); returns the slot index, or -1 if pinned.
@@ -100,7 +115,7 @@ class StreamingSource final : public WeightSource {
   std::shared_ptr<const HeadWeights> pinned_head_;
   std::vector<TrunkSlot> ring_;
   std::unique_ptr<ExpertCache> experts_;
-  std::vector<bool> verified_;  // [units]: packed unit checked in this process
+  std::vector<bool> verified_;           // [units]: packed unit checked in this process
   std::vector<AlignedBuffer> held_buf_;  // [units]: stored run of a unit held compressed
   std::mutex block_mu_;
   std::vector<std::vector<bool>> block_verified_;  // [units][block]: checked in this process

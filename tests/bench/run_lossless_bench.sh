@@ -9,9 +9,11 @@
 #      table gives each variant's median over the rounds and the median of its per-round
 #      ratios to the raw pack (this host is shared: single runs swing by tens of percent).
 # Optionally (--kimi ...) kimi-k3-in-c's raw and lossless trunks on the same model and
-# budget, after the same probe. The machine's load (uptime) is printed before and after.
+# budget, after the same probe (at every budget, or those of --kimi-budgets). The machine's
+# load (uptime) is printed before and after.
 #   tests/bench/run_lossless_bench.sh [--model DIR] [--packs DIR] [--tokens N] [--rounds N]
-#       [--budgets "420MiB 1GiB 2GiB"] [--kimi K3_BIN --kimi-raw DIR --kimi-lossless DIR]
+#       [--budgets "420MiB 1GiB 2GiB"] [--kimi K3_BIN --kimi-raw DIR --kimi-lossless DIR
+#       [--kimi-budgets "420MiB"]]
 # --model defaults to build/bench-models/bench-8g (../shared/tools/make_bench_ckpt.py);
 # packs are written under --packs (default build/bench-packs) when missing. Needs a build
 # (build/runner/nightjar, build/tests/bench/{stream,codec}_bench) and root for dropping the
@@ -23,7 +25,7 @@ packs=build/bench-packs
 tokens=6
 rounds=3
 budgets="420MiB 1GiB 2GiB"
-kimi="" kimi_raw="" kimi_lossless=""
+kimi="" kimi_raw="" kimi_lossless="" kimi_budgets=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model=$2; shift 2 ;;
@@ -34,10 +36,12 @@ while [ $# -gt 0 ]; do
     --kimi) kimi=$2; shift 2 ;;
     --kimi-raw) kimi_raw=$2; shift 2 ;;
     --kimi-lossless) kimi_lossless=$2; shift 2 ;;
+    --kimi-budgets) kimi_budgets=$2; shift 2 ;;
     *) echo "usage: $0 [--model DIR] [--packs DIR] [--tokens N] [--rounds N] [--budgets LIST]" \
-            "[--kimi K3_BIN --kimi-raw DIR --kimi-lossless DIR]" >&2; exit 2 ;;
+            "[--kimi K3_BIN --kimi-raw DIR --kimi-lossless DIR [--kimi-budgets LIST]]" >&2; exit 2 ;;
   esac
 done
+kimi_budgets=${kimi_budgets:-$budgets}
 nightjar=build/runner/nightjar
 stream=build/tests/bench/stream_bench
 codec=build/tests/bench/codec_bench
@@ -97,15 +101,16 @@ for m in $budgets; do
         > "$out/run-$m-$c-$pin-$r.json"
     done
   done
-  if [ -n "$kimi" ]; then
+  if [ -n "$kimi" ] && [[ " $kimi_budgets " == *" $m "* ]]; then
     run_kimi "$kimi_raw" "$m" "kimi-$m-raw"
     run_kimi "$kimi_lossless" "$m" "kimi-$m-lossless"
   fi
 done
 echo "load at end: $(uptime)"
-/usr/bin/python3 - "$out" "$packs" "$budgets" "$kimi" "$kimi_raw" "$kimi_lossless" "$rounds" <<'PY'
+/usr/bin/python3 - "$out" "$packs" "$budgets" "$kimi" "$kimi_raw" "$kimi_lossless" "$rounds" \
+  "$kimi_budgets" <<'PY'
 import json, os, re, statistics, sys
-d, packs, budgets, kimi, kimi_raw, kimi_lossless, rounds = sys.argv[1:8]
+d, packs, budgets, kimi, kimi_raw, kimi_lossless, rounds, kimi_budgets = sys.argv[1:9]
 rounds = range(1, int(rounds) + 1)
 def load(name):
     return json.load(open(os.path.join(d, name)))
@@ -132,8 +137,8 @@ for level in ["scalar", "avx2", "avx512"]:
         level, x["decode_gbps_wall"], x["memcpy_gbps_wall"], x["ratio_wall"], x["ratio_wall_min"],
         x["ratio_wall_max"], x["decode_gbps_cpu"], x["memcpy_gbps_cpu"], x["ratio_cpu"]))
 print("\n## Decoding from disk, cold cache: medians over %d rounds (each a median over the decoded tokens)\n" % len(rounds))
-print("| budget | pack | pinned | held compressed | s/token | / raw (median of rounds' ratios) [min-max] | trunk MB/token (read) | / raw | trunk raw MB/token | decode s/token | seq O_DIRECT | wall / I/O floor (all bytes) | peak RSS |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| budget | pack | pinned | held compressed | s/token | / raw (median of rounds' ratios) [min-max] | trunk MB/token (read) | / raw | trunk raw MB/token | decode s/token | CPU s/token (all threads) | seq O_DIRECT | wall / I/O floor (all bytes) | peak RSS |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 med = statistics.median
 for b in budgets.split():
     seq = [load("seq-%s-%d.json" % (b, r))["seq_direct_gbps"] for r in rounds]
@@ -149,19 +154,20 @@ for b in budgets.split():
         trunk = med([x["median_trunk_bytes_per_token"] for x in xs])
         trunk_raw = med([x["median_trunk_bytes_per_token"] for x in raw])
         label = name if name == "raw" else "lossless, pin-compressed %s" % pin
-        print("| %s | %s | %.0f MB | %.0f MB | %.3f | %.3f [%.3f-%.3f] | %.1f | %.3f | %.1f | %.3f | %.2f GB/s | %s | %.0f MB |" % (
+        print("| %s | %s | %.0f MB | %.0f MB | %.3f | %.3f [%.3f-%.3f] | %.1f | %.3f | %.1f | %.3f | %.3f | %.2f GB/s | %s | %.0f MB |" % (
             b, label, x["pinned_bytes"] / 1e6, x["held_bytes"] / 1e6,
             med([x["median_s_per_token"] for x in xs]), med(ratios), min(ratios), max(ratios),
             trunk / 1e6, trunk / trunk_raw if trunk_raw else 0,
             med([x["trunk_raw_bytes_per_token"] for x in xs]) / 1e6,
-            med([x["decode_s_per_token"] for x in xs]), med(seq),
+            med([x["decode_s_per_token"] for x in xs]),
+            med([x.get("cpu_s_per_token", 0) for x in xs]), med(seq),
             "%.2f" % med([x["median_s_per_token"] / f for x, f in zip(xs, floors)]) if min(floors) > 0 else "-",
             max(x["peak_rss_bytes"] for x in xs) / 1e6))
 if kimi:
     print("\n## kimi-k3-in-c on the same model, same budgets, after the same probe\n")
     print("| budget | trunk | s/token (median of steps after the first) | trunk GB read per step | peak RSS |")
     print("|---|---|---|---|---|")
-    for b in budgets.split():
+    for b in kimi_budgets.split():
         for t in ["raw", "lossless"]:
             log = open(os.path.join(d, "kimi-%s-%s.log" % (b, t))).read()
             steps = [float(s) for s in re.findall(r"^\d+\s+\d+\s+([0-9.]+)\s", log, re.M)]

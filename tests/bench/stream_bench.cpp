@@ -3,6 +3,8 @@
 //   stream_bench --model DIR --memory SIZE|min|all [--tokens N] [--prompt N] [--bandwidth GBps]
 //                [--routing-profile F] [--save-routing-profile F]
 //                [--pack DIR | --no-pack] [--pin-compressed auto|yes|no] [--decode-gbps X]
+//                [--timeline FILE]  the decoded tokens' pipeline events, one JSON line each
+//                                   (timeline_summary.py reads them)
 //   stream_bench --model DIR --seq-probe     sequential O_DIRECT read of every model file
 //   stream_bench --seq-probe-file F          the same, of one file (a pack)
 #include <omp.h>
@@ -17,6 +19,7 @@
 
 #include "engine/io/file.h"
 #include "engine/io/probe.h"
+#include "engine/io/timeline.h"
 
 #include "engine/model/sampler.h"
 #include "engine/model/session.h"
@@ -30,7 +33,8 @@ using namespace nj;
 int main(int argc, char** argv) {
   reexec_with_passive_omp_wait(argv);
   omp_set_num_threads(calibrate_compute_threads());  // as the nightjar program does
-  std::string dir, memory = "all", profile_in, profile_out, pack_dir, pin = "auto", probe_file;
+  std::string dir, memory = "all", profile_in, profile_out, pack_dir, pin = "auto", probe_file,
+                   timeline_out;
   bool seq_probe = false, no_pack = false;
   double decode_gbps = 0;
   int chunk_kib = 0, io_threads = 0, ring_slots = 2, min_experts = 2;
@@ -81,6 +85,8 @@ int main(int argc, char** argv) {
       decode_gbps = std::atof(v);
     else if (flag == "--seq-probe-file")
       probe_file = v;
+    else if (flag == "--timeline")
+      timeline_out = v;
     else {
       std::fprintf(stderr, "stream_bench: unknown flag %s\n", flag.c_str());
       return 2;
@@ -106,6 +112,7 @@ int main(int argc, char** argv) {
                           : pin == "no" ? PinCompressed::kNever
                                         : PinCompressed::kAuto;
   if (decode_gbps > 0) o.plan.decode_gbps = decode_gbps;
+  if (!timeline_out.empty()) o.streaming.timeline = std::make_shared<Timeline>();
   if (chunk_kib > 0) o.streaming.chunk_bytes = static_cast<size_t>(chunk_kib) << 10;
   if (io_threads > 0) o.streaming.io_threads = io_threads;
   o.plan.prefill_chunk = prompt_len;
@@ -183,9 +190,13 @@ int main(int argc, char** argv) {
   const WeightStats w0 = (*model)->weights().stats();
   uint64_t trunk0 = w0.trunk_bytes_read + w0.head_bytes_read;
   const double wait0 = s.stats().wait_s;
+  std::vector<double> token_start_s;  // steady clock, as the timeline's
+  const double cpu0 = bench::cpu_s();
+  if (o.streaming.timeline) o.streaming.timeline->clear();
   for (int i = 0; i < tokens; ++i) {
     const int32_t next[1] = {argmax(s.last_logits())};
     const double t0 = bench::now_s();
+    token_start_s.push_back(t0);
     Status st = s.feed(next);
     if (!st.ok()) {
       std::fprintf(stderr, "%s\n", st.to_string().c_str());
@@ -200,7 +211,23 @@ int main(int argc, char** argv) {
     step_trunk.push_back(static_cast<double>(trunk - trunk0));
     trunk0 = trunk;
   }
+  const double t_end = bench::now_s();
+  const double cpu_s = bench::cpu_s() - cpu0;  // all threads: compute, I/O and decoding
   const WeightStats w1 = (*model)->weights().stats();
+  if (o.streaming.timeline) {
+    std::FILE* f = std::fopen(timeline_out.c_str(), "w");
+    if (!f) {
+      std::fprintf(stderr, "stream_bench: cannot write %s\n", timeline_out.c_str());
+      return 1;
+    }
+    for (size_t i = 0; i < token_start_s.size(); ++i)
+      std::fprintf(f, "{\"t\": %.6f, \"kind\": \"token\", \"token\": %zu}\n", token_start_s[i], i);
+    std::fprintf(f, "{\"t\": %.6f, \"kind\": \"end\"}\n", t_end);
+    for (const TimelineEvent& e : o.streaming.timeline->events())
+      std::fprintf(f, "{\"t\": %.6f, \"kind\": \"%s\", \"unit\": %d, \"block\": %d, \"arg\": %d}\n",
+                   e.t_s, timeline_kind_name(e.kind), e.unit, e.block, e.arg);
+    std::fclose(f);
+  }
   const ResidencyPlan& plan = (*model)->plan();
   double decode_s = 0, decode_bytes = 0;
   for (size_t i = 0; i < step_s.size(); ++i) {
@@ -229,6 +256,7 @@ int main(int argc, char** argv) {
       static_cast<double>(w1.trunk_raw_bytes - w0.trunk_raw_bytes) / tokens;
   j["decoded_bytes_per_token"] = static_cast<double>(w1.decoded_bytes - w0.decoded_bytes) / tokens;
   j["decode_s_per_token"] = (w1.decode_s - w0.decode_s) / tokens;
+  j["cpu_s_per_token"] = cpu_s / tokens;
   j["io_wait_s_per_token"] = (s.stats().wait_s - wait0) / tokens;
   j["uses_pack"] = (*model)->uses_pack();
   j["held_bytes"] = plan.held_bytes;

@@ -5,11 +5,13 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "engine/model/pack.h"
 #include "engine/model/sampler.h"
 #include "engine/model/session.h"
+#include "engine/model/stored_unit.h"
 #include "engine/ops/cpu.h"
 #include "tests/unit/model/test_models.h"
 
@@ -327,20 +329,29 @@ TEST_CASE("a version 1 manifest is still read, as a raw pack", "[engine][pack]")
 }
 
 TEST_CASE(
-    "the minimum of a lossless pack holds one stored block per I/O thread, and held units replace "
-    "reads",
+    "the minimum of a lossless pack holds one run of stored blocks per I/O thread, and held units "
+    "replace reads",
     "[engine][pack][lossless][planner]") {
   LosslessPack p;
-  uint64_t largest_block = 0;
-  for (const auto& u : p.manifest["units"])
-    for (const auto& b : u["blocks"]) largest_block = std::max(largest_block, b[1].get<uint64_t>());
+  uint64_t largest_run = 0;
+  {
+    std::string warning;
+    auto headers = open_model_headers(p.model, true, &warning, p.pack);
+    REQUIRE(headers.ok());
+    for (int l = 0; l <= headers->config.layers; ++l) {
+      const UnitLayout& u = l == headers->config.layers ? headers->layout->head().unit
+                                                        : headers->layout->layer(l).unit;
+      largest_run = std::max(largest_run, largest_block_run(u));
+      if (l == 1) CHECK(block_runs(u).size() < u.blocks.size());  // 8 KiB blocks, read together
+    }
+  }
   const Variant never{"never", p.pack, PinCompressed::kNever},
       always{"always", p.pack, PinCompressed::kAlways};
   ModelOptions o = options_for(never, 0, 8);
   const uint64_t min3 = minimum(p.model, never, o);
   o.streaming.io_threads = 5;
   const uint64_t min5 = minimum(p.model, never, o);
-  CHECK(min5 - min3 == 2 * align_up(largest_block, 4096));
+  CHECK(min5 - min3 == 2 * staging_buffer_bytes(largest_run));
 
   // Room for every unit compressed, not decoded: held units replace reads.
   const uint64_t budget = min3 + held_sum(p.model, p.pack);
@@ -388,6 +399,72 @@ TEST_CASE(
               UnitResidency::kHeld) == 0);
   CHECK(count(choose_trunk_residency(units, {2.6, 1.0, PinCompressed::kAlways}, 300'000'000, total),
               UnitResidency::kHeld) == 4);
+}
+
+TEST_CASE(
+    "a traced streamed run puts each lossless unit's submit, reads, decodes, wait and release on "
+    "the timeline in order",
+    "[engine][pack][lossless][streaming]") {
+  LosslessPack p;
+  const Variant streamed{"streamed", p.pack, PinCompressed::kNever};
+  ModelOptions o = options_for(streamed, 0, 8);
+  o.memory_bytes = minimum(p.model, streamed, o);
+  auto timeline = std::make_shared<Timeline>();
+  o.streaming.timeline = timeline;
+  const Run traced = run(p.model, o, {3, 7, 11}, 2);
+  REQUIRE(traced.status.ok());
+  o.streaming.timeline.reset();
+  const Run plain = run(p.model, o, {3, 7, 11}, 2);
+  REQUIRE(plain.status.ok());
+  CHECK(traced.greedy == plain.greedy);  // tracing changes nothing but the clock's reads
+
+  const std::vector<TimelineEvent> events = timeline->events();
+  std::map<int, std::vector<TimelineEvent>> by_unit;
+  for (const TimelineEvent& e : events) by_unit[e.unit].push_back(e);
+  int waited_units = 0;
+  for (const auto& [unit, es] : by_unit) {
+    if (unit < 0) continue;  // routed experts' reads
+    INFO("unit " << unit);
+    // Each use: submit, then the blocks' reads and decodes, then the pass's wait and release.
+    double submitted = -1, waited = -1;
+    std::map<int, double> read_started, read_ended;
+    int decoded = 0;
+    for (const TimelineEvent& e : es) {
+      switch (e.kind) {
+        case TimelineKind::kSubmit:
+          submitted = e.t_s;
+          break;
+        case TimelineKind::kReadStart:
+          CHECK(submitted >= 0);
+          CHECK(e.t_s >= submitted);
+          read_started[e.block] = e.t_s;
+          break;
+        case TimelineKind::kReadEnd:
+          REQUIRE(read_started.count(e.block));
+          CHECK(e.t_s >= read_started[e.block]);
+          read_ended[e.block] = e.t_s;
+          break;
+        case TimelineKind::kDecodeEnd:
+          REQUIRE(read_ended.count(e.block));
+          CHECK(e.t_s >= read_ended[e.block]);
+          decoded++;
+          break;
+        case TimelineKind::kWaitBegin:
+          waited = e.t_s;
+          break;
+        case TimelineKind::kWaitEnd:
+          CHECK(waited >= 0);
+          CHECK(e.t_s >= waited);
+          waited_units++;
+          break;
+        case TimelineKind::kRelease:
+          CHECK(waited >= 0);
+          break;
+      }
+    }
+    CHECK(decoded > 0);  // a lossless unit is decoded on the I/O side
+  }
+  CHECK(waited_units > 0);
 }
 
 }  // namespace
