@@ -41,7 +41,9 @@ Status write_probe_file(const std::string& path, int fd, uint64_t bytes, double*
   uint64_t x = 0x9E3779B97F4A7C15ull;
   auto* words = reinterpret_cast<uint64_t*>(chunk.data());
   for (size_t i = 0; i < chunk.size() / 8; ++i) {
-    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
     words[i] = x;
   }
   auto t0 = Clock::now();
@@ -72,11 +74,14 @@ void drop_file_cache(const std::string& path) {
 }
 
 Result<double> measure_file_read_gbps(const std::string& path, bool direct, bool drop_cache,
-                                      uint64_t bytes, const DiskProbeOptions& options) {
+                                      uint64_t bytes, const DiskProbeOptions& options,
+                                      uint64_t offset) {
   if (drop_cache) drop_file_cache(path);
   NJ_ASSIGN_OR_RETURN(auto file,
                       open_random_access(path, direct ? IoMode::kDirect : IoMode::kBuffered));
-  bytes = std::min(bytes, file->size());
+  const uint64_t size = file->size();
+  offset = std::min(offset, size);
+  bytes = std::min(bytes, size - offset);
   const uint64_t chunk = options.chunk_bytes;
   const uint64_t chunks = (bytes + chunk - 1) / chunk;
   std::atomic<uint64_t> next{0};
@@ -87,10 +92,11 @@ Result<double> measure_file_read_gbps(const std::string& path, bool direct, bool
   auto read_chunks = [&] {
     AlignedBuffer buf(chunk);
     for (uint64_t c; !failed && (c = next.fetch_add(1)) < chunks;) {
-      uint64_t off = c * chunk;
+      const uint64_t off = c * chunk;
       size_t n = static_cast<size_t>(std::min(chunk, bytes - off));
-      if (direct && off + n < file->size()) n = static_cast<size_t>(align_up(n, kDirectAlign));
-      Status s = file->read_at(off, buf.data(), n);
+      if (direct && offset + off + n < size)
+        n = static_cast<size_t>(std::min<uint64_t>(align_up(n, kDirectAlign), size - offset - off));
+      Status s = file->read_at(offset + off, buf.data(), n);
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(error_mu);
         if (!failed.exchange(true)) first_error = s;
@@ -117,7 +123,7 @@ Result<double> measure_file_read_gbps(const std::string& path, bool direct, bool
 }
 
 Result<DiskProbe> probe_disk(const std::string& dir, const DiskProbeOptions& options) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
     if (errno == ENOENT) return not_found(dir + ": no such directory");
     return io_error(dir + ": cannot stat: " + std::strerror(errno));

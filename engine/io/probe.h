@@ -12,9 +12,10 @@ namespace nj {
 
 struct DiskProbe {
   std::string dir;
-  uint64_t probe_bytes = 0;       // size of the temporary file read
+  uint64_t probe_bytes = 0;  // size of the temporary file read
   bool odirect_supported = false;
-  double direct_read_gbps = 0;    // cold, O_DIRECT, 4 MiB reads on `threads` threads; 0 if unsupported
+  double direct_read_gbps =
+      0;  // cold, O_DIRECT, 4 MiB reads on `threads` threads; 0 if unsupported
   double buffered_read_gbps = 0;  // cold (pages dropped with fadvise), buffered, same pattern
   double write_gbps = 0;          // writing the probe file, including fsync
 };
@@ -30,11 +31,14 @@ struct DiskProbeOptions {
 // writable; ResourceExhausted when the free space is below twice the probe size.
 Result<DiskProbe> probe_disk(const std::string& dir, const DiskProbeOptions& options = {});
 
-// Reads [0, bytes) of an existing file with the probe's pattern and returns GB/s. When
-// `drop_cache` is set the file's pages are dropped first (POSIX_FADV_DONTNEED), so
-// buffered reads are cold. Benchmarks use it to measure the device on the model's files.
+// Reads [offset, offset + bytes) of an existing file (clipped to its end) with the probe's
+// pattern and returns GB/s. When `drop_cache` is set the file's pages are dropped first
+// (POSIX_FADV_DONTNEED), so buffered reads are cold. Used to measure the device on the
+// model's own files (benchmarks, `plan SPEC --measure-disk`). REQUIRES: offset a multiple
+// of 4096 when `direct`.
 Result<double> measure_file_read_gbps(const std::string& path, bool direct, bool drop_cache,
-                                      uint64_t bytes, const DiskProbeOptions& options = {});
+                                      uint64_t bytes, const DiskProbeOptions& options = {},
+                                      uint64_t offset = 0);
 
 // Asks the kernel to drop a file's cached pages (no root needed). Best effort.
 void drop_file_cache(const std::string& path);

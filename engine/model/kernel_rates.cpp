@@ -8,6 +8,9 @@
 #include <random>
 #include <vector>
 
+#include <omp.h>
+
+#include "engine/moe/router.h"
 #include "engine/ops/kernels.h"
 
 namespace nj {
@@ -71,6 +74,106 @@ double time_product(const ops::MatRef& w, int rows, int repeats, std::mt19937& r
   return *std::min_element(times.begin(), times.end());
 }
 
+// Seconds per element of `fn` (which does `elements` of work per call): the fastest of
+// `repeats` runs, each calling it until ~2 ms have passed, after one untimed call.
+template <class F>
+double time_per_element(F&& fn, double elements, int repeats) {
+  using Clock = std::chrono::steady_clock;
+  fn();
+  double best = 0;
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    int calls = 0;
+    const auto t0 = Clock::now();
+    double s = 0;
+    do {
+      fn();
+      ++calls;
+      s = std::chrono::duration<double>(Clock::now() - t0).count();
+    } while (s < 2e-3);
+    const double per = s / (calls * elements);
+    best = r == 0 ? per : std::min(best, per);
+  }
+  return best;
+}
+
+// The element probes of KernelRates::ElementRates, on the calling thread.
+KernelRates::ElementRates measure_elements(int repeats, std::mt19937& rng) {
+  KernelRates::ElementRates e;
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  auto vec = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = value(rng);
+    return v;
+  };
+  const ops::KernelTable& kt = ops::kernels();
+  constexpr int n = 4096;  // 16 KiB per vector: in L1/L2 as a row's activations are
+  std::vector<float> a = vec(n), b = vec(n), y(n), w = vec(n);
+  e.situ = time_per_element([&] { ops::situ_glu(a.data(), b.data(), n, 4.0f, 25.0f, y.data()); }, n,
+                            repeats);
+  e.sigmoid = time_per_element(
+      [&] {
+        std::copy_n(a.data(), n, y.data());
+        ops::sigmoid_inplace(y.data(), n);
+      },
+      n, repeats);
+  e.exp = time_per_element(
+      [&] {
+        std::copy_n(a.data(), n, y.data());
+        ops::exp_inplace(y.data(), n);
+      },
+      n, repeats);
+  e.norm =
+      time_per_element([&] { ops::rmsnorm(a.data(), w.data(), n, 1e-5f, y.data()); }, n, repeats);
+  e.axpy = time_per_element([&] { ops::axpy(0.5f, a.data(), y.data(), n); }, n, repeats);
+  volatile float sink = 0;
+  e.dot = time_per_element([&] { sink = sink + kt.dot(a.data(), b.data(), n); }, n, repeats);
+
+  // A small BF16 matrix (MLA's per-head kv_b slices are of this order): 128 x 256.
+  {
+    constexpr int rows = 128, cols = 256;
+    std::vector<uint16_t> m(static_cast<size_t>(rows) * cols);
+    for (uint16_t& x : m) x = static_cast<uint16_t>(0x3C00u | (rng() & 0x807Fu));
+    ops::MatRef ref;
+    ref.format = ops::MatFormat::kBF16;
+    ref.rows = rows;
+    ref.cols = cols;
+    ref.data = reinterpret_cast<const uint8_t*>(m.data());
+    e.matvec = time_per_element([&] { kt.matvec_t(ref, a.data(), y.data()); },
+                                static_cast<double>(rows) * cols, repeats);
+  }
+  // One KDA head of D = 128 over 16 rows (q and k unit-normed, decays in (0, 1)).
+  {
+    constexpr int D = 128, T = 16;
+    std::vector<float> q = vec(static_cast<size_t>(T) * D), k = vec(static_cast<size_t>(T) * D),
+                       v = vec(static_cast<size_t>(T) * D), alpha(static_cast<size_t>(T) * D, 0.9f),
+                       beta(T, 0.5f), S(static_cast<size_t>(D) * D, 0.0f),
+                       o(static_cast<size_t>(T) * D), u(D), delta(D);
+    for (int t = 0; t < T; ++t) {
+      ops::l2norm(q.data() + static_cast<size_t>(t) * D, D, 1e-6f);
+      ops::l2norm(k.data() + static_cast<size_t>(t) * D, D, 1e-6f);
+    }
+    e.kda = time_per_element(
+        [&] {
+          kt.kda_head(T, D, q.data(), k.data(), v.data(), alpha.data(), beta.data(), D, 1, S.data(),
+                      o.data(), u.data(), delta.data());
+        },
+        static_cast<double>(T) * D * D, repeats);
+  }
+  {
+    constexpr int E = 256, k = 8;
+    std::vector<float> scores = vec(E), bias = vec(E), weights(k);
+    ops::sigmoid_inplace(scores.data(), E);
+    std::vector<int> selected(k);
+    e.top_k = time_per_element(
+        [&] {
+          route_top_k(scores.data(), bias.data(), E, k, true, 1.0f, selected.data(),
+                      weights.data());
+        },
+        E, repeats);
+  }
+  return e;
+}
+
 }  // namespace
 
 KernelRates KernelRates::measure(int repeats) {
@@ -87,6 +190,8 @@ KernelRates KernelRates::measure(int repeats) {
   // Time never falls as rows grow (a noisy rung would otherwise make more rows cheaper).
   for (auto& ladder : k.per_element)
     for (size_t i = 1; i < ladder.size(); ++i) ladder[i] = std::max(ladder[i], ladder[i - 1]);
+  k.element = measure_elements(repeats, rng);
+  k.threads = omp_get_max_threads();
   return k;
 }
 
@@ -116,6 +221,12 @@ nlohmann::json KernelRates::to_json() const {
     for (int r : kRows) ladder[std::to_string(r)] = gflops(f, r);
     j[f == ops::MatFormat::kMxfp4 ? "mxfp4_gflops" : "bf16_gflops"] = ladder;
   }
+  j["element_ns"] = {{"situ", element.situ * 1e9},     {"sigmoid", element.sigmoid * 1e9},
+                     {"exp", element.exp * 1e9},       {"norm", element.norm * 1e9},
+                     {"axpy", element.axpy * 1e9},     {"dot", element.dot * 1e9},
+                     {"matvec", element.matvec * 1e9}, {"kda", element.kda * 1e9},
+                     {"top_k", element.top_k * 1e9}};
+  j["threads"] = threads;
   return j;
 }
 

@@ -8,9 +8,9 @@
 #include <CLI/CLI.hpp>
 
 #include <spdlog/spdlog.h>
-#include "engine/model/tensor_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
+#include "engine/model/tensor_index.h"
 
 #include "engine/io/env.h"
 #include "engine/io/file.h"
@@ -29,8 +29,9 @@ namespace nj::runner {
 void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
   struct Args {
     std::string model, memory, output = "text";
-    double bandwidth = 2.6, decode_gbps = PlanOptions{}.decode_gbps;
-    int prefill_chunk = kDefaultPrefillChunk, max_context = 4096, batch = 1, io_threads = kDefaultIoThreads;
+    double bandwidth = 2.6, measure_disk = 0, decode_gbps = PlanOptions{}.decode_gbps;
+    int prefill_chunk = kDefaultPrefillChunk, max_context = 4096, batch = 1,
+        io_threads = kDefaultIoThreads, threads = 0;
     bool all_logits = false, no_pack = false;
     std::string routing_profile, pack_dir, pin_compressed = "auto";
     std::string spec, until;
@@ -51,11 +52,26 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
                   "Disk read bandwidth in GB/s for the prediction (default 2.6; "
                   "`nightjar doctor` measures it)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--prefill-chunk", a->prefill_chunk, "As for generate")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--max-context", a->max_context, "Positions of state to reserve (default 4096)")->check(CLI::PositiveNumber);
-  sub->add_option("--batch", a->batch,
-                  "Sequences decoding together: the budget holds their states and the activations of their "
-                  "passes; predictions are per step of the batch and per token")
+  sub->add_option(
+         "--measure-disk", a->measure_disk,
+         "With a spec: instead of --bandwidth, read the model's own weight files as a run does "
+         "(O_DIRECT, its I/O threads, over and over) for this many seconds and predict at the "
+         "rate of the second half")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--threads", a->threads,
+                  "With a spec: compute threads for the kernel probe, as run's --threads (default: "
+                  "calibrated "
+                  "as run calibrates them)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--prefill-chunk", a->prefill_chunk, "As for generate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-context", a->max_context, "Positions of state to reserve (default 4096)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option(
+         "--batch", a->batch,
+         "Sequences decoding together: the budget holds their states and the activations of their "
+         "passes; predictions are per step of the batch and per token")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub->add_flag("--all-logits", a->all_logits, "Plan for `logits` (keeps every position's logits)");
@@ -78,22 +94,31 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
     if (a->spec.empty() == a->model.empty())
       return report_usage_error("--model", invalid_argument("give a job spec or --model DIR"));
     if (!a->spec.empty()) {
-      for (const char* flag : {"--memory", "--routing-profile", "--pack", "--no-pack", "--all-logits",
-                               "--max-context"})
+      for (const char* flag : {"--memory", "--routing-profile", "--pack", "--no-pack",
+                               "--all-logits", "--max-context"})
         if (sub->count(flag) > 0)
           return report_usage_error(flag, invalid_argument("does not apply to a job spec"));
       PlanJobArgs job;
       job.spec = a->spec;
+      if (sub->count("--measure-disk") > 0 && sub->count("--bandwidth") > 0)
+        return report_usage_error("--measure-disk",
+                                  invalid_argument("give --bandwidth or --measure-disk, not both"));
       job.bandwidth_gbps = a->bandwidth;
+      job.measure_disk_seconds = a->measure_disk;
       job.until = a->until;
       job.batch = sub->count("--batch") > 0 ? a->batch : 0;
       job.prefill_chunk = sub->count("--prefill-chunk") > 0 ? a->prefill_chunk : 0;
       job.io_threads = sub->count("--io-threads") > 0 ? a->io_threads : 0;
+      job.threads = a->threads;
       job.json = a->output == "json";
       return plan_job(job);
     }
     if (!a->until.empty())
       return report_usage_error("--until", invalid_argument("goes with a job spec"));
+    if (a->measure_disk > 0)
+      return report_usage_error("--measure-disk", invalid_argument("goes with a job spec"));
+    if (a->threads > 0)
+      return report_usage_error("--threads", invalid_argument("goes with a job spec"));
     uint64_t budget = 0;
     if (!a->memory.empty()) {
       auto b = parse_bytes(a->memory);

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <ctime>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -14,9 +15,10 @@
 #include "jobs/spec_model.h"
 #include "jobs/spec_parser.h"
 #include "runner/cli/exit_codes.h"
-#include "runner/run/job_plan.h"
 #include "runner/cli/model_args.h"
+#include "runner/cli/model_read_probe.h"
 #include "runner/cli/output.h"
+#include "runner/run/job_plan.h"
 #include "runner/run/progress.h"
 #include "runner/run/scheduler.h"
 
@@ -58,15 +60,27 @@ int plan_job(const PlanJobArgs& a) {
   auto work = job_work(*spec);
   if (!work.ok()) return report_failure(work.status());
 
-  // The kernels run on the threads `run` would use.
-  if (Status s = apply_compute_options(ModelArgs{}); !s.ok()) return report_failure(s);
+  double bandwidth = a.bandwidth_gbps;
+  std::optional<ModelReadProbe> disk;
+  if (a.measure_disk_seconds > 0) {
+    auto probe = probe_model_reads(spec->model_dir, a.measure_disk_seconds,
+                                   a.io_threads > 0 ? a.io_threads : kDefaultIoThreads);
+    if (!probe.ok()) return report_failure(probe.status());
+    disk = *probe;
+    bandwidth = disk->gbps;
+  }
+  // The kernels run on the threads `run` would use (its --threads, or calibrated as run
+  // calibrates them: under a neighbour's load the two calibrations may disagree).
+  ModelArgs compute;
+  compute.threads = a.threads;
+  if (Status s = apply_compute_options(compute); !s.ok()) return report_failure(s);
   const KernelRates rates = KernelRates::measure();
   const bool classify = spec->kind == jobs::JobKind::kClassify;
   const uint64_t memory = spec->memory_bytes.value_or(0);
   JobRunShape shape{spec->model_dir, memory,          classify,    jobs::job_max_context(*spec),
                     a.batch,         a.prefill_chunk, a.io_threads};
   if (!classify) shape.speculative = spec->speculative;
-  auto forecast = forecast_job(*work, shape, rates, a.bandwidth_gbps);
+  auto forecast = forecast_job(*work, shape, rates, bandwidth);
   if (!forecast.ok()) return report_failure(forecast.status());
   const JobPrediction& p = forecast->prediction;
   const int batch = forecast->batch, max_batch = forecast->max_batch;
@@ -101,20 +115,28 @@ int plan_job(const PlanJobArgs& a) {
         {"predicted_flops", p.flops},
         {"predicted_io_seconds", p.io_seconds},
         {"predicted_compute_seconds", p.compute_seconds},
+        {"predicted_element_seconds", p.element_seconds},
         {"predicted_seconds", p.seconds},
         {"predicted_hours", p.seconds / 3600},
         {"predicted_bytes_per_item", per_item_bytes},
         {"predicted_seconds_per_item", per_item_s},
         {"predicted_finish", local_time(finish)},
-        {"bandwidth_gbps", a.bandwidth_gbps},
+        {"bandwidth_gbps", bandwidth},
+        {"bandwidth_source", disk ? "measured" : "given"},
+        {"disk_probe", disk ? nlohmann::json{{"seconds", disk->seconds},
+                                             {"bytes", disk->bytes},
+                                             {"passes", disk->passes},
+                                             {"first_half_gbps", disk->first_gbps},
+                                             {"second_half_gbps", disk->gbps}}
+                            : nlohmann::json(nullptr)},
         {"kernel_rates", rates.to_json()},
         {"until", a.until.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.until)},
         {"deadline", deadline ? nlohmann::json(local_time(*deadline)) : nlohmann::json(nullptr)},
         {"finishes_by_deadline",
          deadline ? nlohmann::json(finish <= *deadline) : nlohmann::json(nullptr)},
-        {"items_by_deadline",
-         deadline ? nlohmann::json(p.items_within(std::difftime(*deadline, now)))
-                  : nlohmann::json(nullptr)}};
+        {"items_by_deadline", deadline
+                                  ? nlohmann::json(p.items_within(std::difftime(*deadline, now)))
+                                  : nlohmann::json(nullptr)}};
     print_json(j);
     return kExitOk;
   }
@@ -134,12 +156,20 @@ int plan_job(const PlanJobArgs& a) {
               static_cast<long long>(p.rows));
   std::printf("reads               %s (%s per %s) at %.2f GB/s: %s\n",
               format_bytes(static_cast<uint64_t>(p.disk_bytes)).c_str(),
-              format_bytes(static_cast<uint64_t>(per_item_bytes)).c_str(), unit, a.bandwidth_gbps,
+              format_bytes(static_cast<uint64_t>(per_item_bytes)).c_str(), unit, bandwidth,
               hours(p.io_seconds).c_str());
-  std::printf("compute             %.3g TFLOP at the measured kernel rates: %s\n", p.flops / 1e12,
-              hours(p.compute_seconds).c_str());
-  std::printf("predicted           %s (%.1f s per %s: expert reads, then trunk reads or compute), done %s\n",
-              hours(p.seconds).c_str(), per_item_s, unit, local_time(finish).c_str());
+  if (disk)
+    std::printf(
+        "disk                %.2f GB/s reading the model's files for %.0f s (%d passes; "
+        "the first half %.2f GB/s)\n",
+        disk->gbps, disk->seconds, disk->passes, disk->first_gbps);
+  std::printf(
+      "compute             %.3g TFLOP at the measured kernel rates: %s (%s outside the products)\n",
+      p.flops / 1e12, hours(p.compute_seconds).c_str(), hours(p.element_seconds).c_str());
+  std::printf(
+      "predicted           %s (%.1f s per %s: expert reads, then trunk reads or compute), done "
+      "%s\n",
+      hours(p.seconds).c_str(), per_item_s, unit, local_time(finish).c_str());
   if (deadline)
     std::printf("deadline            %s: %s\n", local_time(*deadline).c_str(),
                 finish <= *deadline ? "finishes before it" : "does NOT finish before it");

@@ -50,6 +50,7 @@ void add_pass(JobPrediction& p, const PassCostModel& cost, const PassShape& shap
   p.flops += pass.flops;
   p.io_seconds += pass.io_seconds;
   p.compute_seconds += pass.compute_seconds;
+  p.element_seconds += pass.element_seconds;
   p.seconds += pass.seconds;
 }
 

@@ -57,6 +57,7 @@ struct JobPrediction {
   double load_bytes = 0;  // read when the model opens (pass_cost.h), part of disk_bytes
   double disk_bytes = 0, flops = 0;
   double io_seconds = 0, compute_seconds = 0;  // summed over passes, each its own bound
+  double element_seconds = 0;                  // compute outside the products (pass_cost.h)
   double seconds = 0;                          // the load, then Σ per pass (pass_cost.h)
   std::vector<double> finished_at;  // seconds from the start at which each item ends, in order
 

@@ -73,6 +73,30 @@ class PlanSpec(unittest.TestCase):
         text = self.plan(spec, "--until", "07:00").stdout
         self.assertIn("finishes before it", text)
         self.assertIn("passes", text)
+        # Compute counts the work outside the products, from probed element rates.
+        self.assertGreater(j["predicted_element_seconds"], 0)
+        self.assertLess(j["predicted_element_seconds"], j["predicted_compute_seconds"])
+        for key in ("situ", "sigmoid", "exp", "norm", "axpy", "dot", "matvec", "kda", "top_k"):
+            self.assertGreater(j["kernel_rates"]["element_ns"][key], 0, key)
+        self.assertEqual(j["bandwidth_source"], "given")
+        self.assertIsNone(j["disk_probe"])
+
+    def test_the_disk_rate_measured_on_the_model_files(self):
+        spec = njtest.write_spec(os.path.join(self.dir, "g.yaml"), "gen", MODEL, generate_items(2))
+        j = self.plan_json(spec, "--measure-disk", "0.5")
+        self.assertEqual(j["bandwidth_source"], "measured")
+        probe = j["disk_probe"]
+        self.assertGreaterEqual(probe["seconds"], 0.5)
+        self.assertGreaterEqual(probe["passes"], 1, "a small model is read whole, and again")
+        size = sum(os.path.getsize(os.path.join(MODEL, f)) for f in os.listdir(MODEL) if f.endswith(".safetensors"))
+        self.assertGreaterEqual(probe["bytes"], size)
+        self.assertEqual(j["bandwidth_gbps"], probe["second_half_gbps"])
+        self.assertGreater(j["bandwidth_gbps"], 0)
+        # The prediction's reads are at that rate.
+        self.assertAlmostEqual(j["predicted_io_seconds"], j["predicted_bytes"] / (j["bandwidth_gbps"] * 1e9),
+                               delta=1e-6 * j["predicted_io_seconds"] + 1e-9)
+        text = self.plan(spec, "--measure-disk", "0.5").stdout
+        self.assertIn("reading the model's files", text)
 
     def test_the_predicted_passes_are_the_passes_run_makes(self):
         # Prompts of at most 15 tokens: four items' chunks always fit one pass of 64 rows. (When
@@ -140,7 +164,9 @@ class PlanSpec(unittest.TestCase):
     def test_usage_errors(self):
         spec = njtest.write_spec(os.path.join(self.dir, "g.yaml"), "gen", MODEL, generate_items(1))
         for args, flag in ((["--memory", "1GiB"], "--memory"), (["--until", "25:00"], "--until"),
-                           (["--model", MODEL], "--model")):
+                           (["--model", MODEL], "--model"),
+                           (["--measure-disk", "1", "--bandwidth", "2"], "--measure-disk"),
+                           (["--measure-disk", "0"], "--measure-disk"), (["--threads", "0"], "--threads")):
             p = self.plan(spec, *args, ok=False)
             self.assertEqual(p.returncode, 2, (args, p.stderr))
             self.assertIn(flag, p.stderr)

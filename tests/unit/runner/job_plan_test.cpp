@@ -124,8 +124,63 @@ TEST_CASE("the pass cost model counts compute per row and reads per pass", "[job
   const PassPrediction p = s.predict(PassShape{1, 1, 1});
   CHECK(p.expert_io_seconds > 0);
   CHECK_THAT(p.seconds, WithinRel(p.expert_io_seconds + std::max(p.io_seconds - p.expert_io_seconds,
-                                                                p.compute_seconds), 1e-12));
+                                                                 p.compute_seconds),
+                                  1e-12));
   CHECK(p.seconds >= p.disk_bytes / 1e9);
+}
+
+// Rates that cost only one kind of element work, one nanosecond per element; products free.
+KernelRates only(double KernelRates::ElementRates::*rate, int threads) {
+  KernelRates r;
+  r.element.*rate = 1e-9;
+  r.threads = threads;
+  return r;
+}
+
+TEST_CASE("the pass cost model counts the work outside the products, by element", "[job-plan]") {
+  // tiny-mxfp4: hidden 128, 13 layers (layer 0 dense, 12 MoE), KDA layers 1-3, 5-7, 9-11 (9) of
+  // 4 heads of D = 16, MLA layers 4, 8, 12, 13 (4) of 4 heads, kv_lora 32, rope 8; dense_inter
+  // 96; 8 experts top-2 of moe_inter 64, 2 shared experts (shared_inter 128).
+  Fixture f = Fixture::load();
+  const ResidencyPlan plan = plan_at(f.layout, 0, 1);
+
+  // SiTU: the dense layer's 96 and each MoE layer's shared 128 on one thread; the routed
+  // experts' 2 x 64 per MoE layer split over the threads.
+  const KernelRates situ = only(&KernelRates::ElementRates::situ, 2);
+  const PassPrediction s = PassCostModel(f.layout, plan, situ, 1.0).predict(PassShape{1, 1, 1});
+  CHECK_THAT(s.element_seconds, WithinRel((96 + 12 * 128 + 12 * 128 / 2.0) * 1e-9, 1e-9));
+  CHECK_THAT(s.compute_seconds, WithinRel(s.element_seconds, 1e-9));  // products cost nothing here
+  const PassPrediction s3 = PassCostModel(f.layout, plan, situ, 1.0).predict(PassShape{3, 1, 6});
+  CHECK_THAT(s3.element_seconds, WithinRel(3 * s.element_seconds, 1e-9));
+
+  // KDA's recurrence: H·D² per row and KDA layer, split over the threads.
+  const KernelRates kda = only(&KernelRates::ElementRates::kda, 1);
+  CHECK_THAT(PassCostModel(f.layout, plan, kda, 1.0).predict(PassShape{2, 1, 3}).element_seconds,
+             WithinRel(2 * 9 * 4 * 16 * 16 * 1e-9, 1e-9));
+
+  // MLA's scores: per attended position, per MLA layer and head, a dot of kv_lora + rope.
+  const KernelRates dot = only(&KernelRates::ElementRates::dot, 1);
+  const PassCostModel d(f.layout, plan, dot, 1.0);
+  CHECK_THAT(d.predict(PassShape{2, 1, 13}).element_seconds -
+                 d.predict(PassShape{2, 1, 3}).element_seconds,
+             WithinRel(10 * 4 * 4 * (32 + 8) * 1e-9, 1e-9));
+
+  // The router: top-k over the 8 experts in each of the 12 MoE layers, per row.
+  const KernelRates top = only(&KernelRates::ElementRates::top_k, 1);
+  CHECK_THAT(PassCostModel(f.layout, plan, top, 1.0).predict(PassShape{5, 1, 15}).element_seconds,
+             WithinRel(5 * 12 * 8 * 1e-9, 1e-9));
+
+  // With products too, compute is their sum; FLOPs do not change with the element rates.
+  const KernelRates flat = flat_rates();
+  KernelRates both = flat;
+  both.element = situ.element;
+  both.threads = 2;
+  const PassCostModel withp(f.layout, plan, both, 1.0), without(f.layout, plan, flat, 1.0);
+  const PassPrediction a = withp.predict(PassShape{4, 1, 10}),
+                       b = without.predict(PassShape{4, 1, 10});
+  CHECK_THAT(a.compute_seconds, WithinRel(b.compute_seconds + a.element_seconds, 1e-9));
+  CHECK(b.element_seconds == 0);
+  CHECK(a.flops == b.flops);
 }
 
 TEST_CASE("kernel rates interpolate between rungs and extrapolate linearly", "[job-plan]") {
