@@ -59,9 +59,8 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
          "rate of the second half")
       ->check(CLI::PositiveNumber);
   sub->add_option("--threads", a->threads,
-                  "With a spec: compute threads for the kernel probe, as run's --threads (default: "
-                  "calibrated "
-                  "as run calibrates them)")
+                  "With a spec: compute threads for the kernel probe, as run's --threads "
+                  "(default: calibrated as run calibrates them)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--prefill-chunk", a->prefill_chunk, "As for generate")
       ->capture_default_str()

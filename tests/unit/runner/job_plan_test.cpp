@@ -10,27 +10,17 @@
 #include "engine/model/tensor_index.h"
 #include "runner/run/job_plan.h"
 #include "tests/unit/model/test_models.h"
+#include "tests/unit/model/test_options.h"
 
 namespace nj::runner {
 namespace {
 
 using Catch::Matchers::WithinRel;
 
-struct Fixture {
-  ModelConfig config;
-  TensorIndex index;
-  ModelLayout layout;
-  static Fixture load() {
-    const std::string dir = testing::golden_dir("tiny-mxfp4");
-    auto config = load_model_config(dir);
-    REQUIRE(config.ok());
-    auto index = TensorIndex::open(dir);
-    REQUIRE(index.ok());
-    auto layout = ModelLayout::build(*config, *index);
-    REQUIRE(layout.ok());
-    return Fixture{*config, std::move(*index), std::move(*layout)};
-  }
-};
+// tiny-mxfp4's config, index and layout.
+testing::LoadedLayout tiny_mxfp4() {
+  return testing::load_layout(testing::golden_dir("tiny-mxfp4"));
+}
 
 // One nanosecond per weight element at every rung: compute proportional to elements.
 KernelRates flat_rates() {
@@ -55,7 +45,7 @@ JobWork items(int n, int64_t prompt, int64_t decode) {
 }
 
 TEST_CASE("a job's passes follow the runner's chunks, batches and rows", "[job-plan]") {
-  Fixture f = Fixture::load();
+  const testing::LoadedLayout f = tiny_mxfp4();
   const ResidencyPlan plan = plan_at(f.layout, 0, 1);
   const KernelRates rates = flat_rates();
   const PassCostModel cost(f.layout, plan, rates, 1.0);
@@ -93,7 +83,7 @@ TEST_CASE("a job's passes follow the runner's chunks, batches and rows", "[job-p
 }
 
 TEST_CASE("the pass cost model counts compute per row and reads per pass", "[job-plan]") {
-  Fixture f = Fixture::load();
+  const testing::LoadedLayout f = tiny_mxfp4();
   const KernelRates rates = flat_rates();
   const ModelConfig& c = f.layout.config();
 
@@ -141,7 +131,7 @@ TEST_CASE("the pass cost model counts the work outside the products, by element"
   // tiny-mxfp4: hidden 128, 13 layers (layer 0 dense, 12 MoE), KDA layers 1-3, 5-7, 9-11 (9) of
   // 4 heads of D = 16, MLA layers 4, 8, 12, 13 (4) of 4 heads, kv_lora 32, rope 8; dense_inter
   // 96; 8 experts top-2 of moe_inter 64, 2 shared experts (shared_inter 128).
-  Fixture f = Fixture::load();
+  const testing::LoadedLayout f = tiny_mxfp4();
   const ResidencyPlan plan = plan_at(f.layout, 0, 1);
 
   // SiTU: the dense layer's 96 and each MoE layer's shared 128 on one thread; the routed
