@@ -12,10 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/model/sampler.h"
+#include "engine/session/sampler.h"
 #include "engine/util/status.h"
-#include "jobs/output_paths.h"
 #include "jobs/chat/chat_reply.h"
+#include "jobs/output_paths.h"
 
 namespace nj::jobs {
 
@@ -46,7 +46,7 @@ struct GenerateParams {
   // its channels (jobs/chat/chat_reply.h); it ends at <|end_of_msg|> or at a stop string.
   std::optional<ChatReplyOptions> chat;
   // Per generated token, its log-probability and those of the `top_logprobs` most likely
-  // ids (engine/model/logprobs.h), stored with the token. Off by default: it costs a pass
+  // ids (engine/session/logprobs.h), stored with the token. Off by default: it costs a pass
   // over the vocabulary's logits per token and a few bytes of store per token.
   bool logprobs = false;
   int top_logprobs = 0;  // 0..kMaxTopLogprobs; only with logprobs

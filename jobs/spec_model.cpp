@@ -12,7 +12,7 @@
 
 #include "engine/io/file.h"
 #include "engine/model/model.h"
-#include "engine/model/planner.h"
+#include "engine/plan/planner.h"
 #include "jobs/label_trie.h"
 
 namespace nj::jobs {

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/tensor_index.h"
 #include "engine/model/config.h"
-#include "engine/model/weights.h"
+#include "engine/model/tensor_index.h"
 #include "engine/util/status.h"
+#include "engine/weights/weights.h"
 
 namespace nj {
 

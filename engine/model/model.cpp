@@ -8,8 +8,8 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/io/env.h"
-#include "engine/model/pack.h"
-#include "engine/model/resident_source.h"
+#include "engine/pack/pack.h"
+#include "engine/weights/resident_source.h"
 
 namespace nj {
 

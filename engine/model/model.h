@@ -6,12 +6,12 @@
 #include <memory>
 #include <string>
 
-#include "engine/model/tensor_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
-#include "engine/model/planner.h"
-#include "engine/model/streaming_source.h"
-#include "engine/model/weight_source.h"
+#include "engine/model/tensor_index.h"
+#include "engine/plan/planner.h"
+#include "engine/weights/streaming_source.h"
+#include "engine/weights/weight_source.h"
 
 namespace nj {
 

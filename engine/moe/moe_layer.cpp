@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/model/layers.h"
+#include "engine/forward/layers.h"
 #include "engine/moe/expert_group.h"
 #include "engine/moe/router.h"
 #include "engine/ops/kernels.h"

@@ -6,12 +6,12 @@
 
 #include <cstdint>
 
-#include "engine/model/activations.h"
+#include "engine/forward/activations.h"
 #include "engine/model/config.h"
-#include "engine/model/weight_source.h"
-#include "engine/model/weights.h"
 #include "engine/moe/routing_profile.h"
 #include "engine/util/status.h"
+#include "engine/weights/weight_source.h"
+#include "engine/weights/weights.h"
 
 namespace nj {
 

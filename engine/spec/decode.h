@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "engine/model/model.h"
-#include "engine/model/sampler.h"
+#include "engine/session/sampler.h"
 #include "engine/spec/speculator.h"
 #include "engine/util/status.h"
 

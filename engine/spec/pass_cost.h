@@ -11,7 +11,7 @@
 #pragma once
 
 #include "engine/model/layout.h"
-#include "engine/model/planner.h"
+#include "engine/plan/planner.h"
 
 namespace nj {
 

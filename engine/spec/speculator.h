@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/model/sampler.h"
+#include "engine/session/sampler.h"
 #include "engine/spec/draft_length.h"
 #include "engine/spec/drafter.h"
 #include "engine/spec/pass_cost.h"

@@ -19,7 +19,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/model/sampler.h"
+#include "engine/session/sampler.h"
 
 namespace nj {
 

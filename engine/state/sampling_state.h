@@ -1,6 +1,6 @@
 // What a sampler is, as plain data: its settings and its RNG's whole state. A state
 // checkpoint saves both (state_file.h), so a resumed generation draws exactly the numbers
-// the uninterrupted one would have; the Sampler that uses them is engine/model/sampler.h.
+// the uninterrupted one would have; the Sampler that uses them is engine/session/sampler.h.
 #pragma once
 
 #include <cstdint>

@@ -14,8 +14,8 @@
 #include <cstring>
 #include <random>
 
+#include "engine/forward/numerics.h"
 #include "engine/io/durable.h"
-#include "engine/model/numerics.h"
 #include "engine/state/state_format.h"
 
 namespace nj {

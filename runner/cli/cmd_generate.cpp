@@ -15,9 +15,9 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/io/env.h"
-#include "engine/model/sampler.h"
-#include "engine/model/session.h"
 #include "engine/ops/cpu.h"
+#include "engine/session/sampler.h"
+#include "engine/session/session.h"
 #include "engine/spec/decode.h"
 #include "engine/state/state_file.h"
 #include "engine/tokenizer/tokenizer.h"

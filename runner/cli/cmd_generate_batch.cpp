@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "engine/model/forward.h"
+#include "engine/forward/forward.h"
 #include "engine/spec/pass_cost.h"
 #include "runner/cli/exit_codes.h"
 #include "runner/cli/output.h"

@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/model/sampler.h"
+#include "engine/session/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "runner/cli/model_args.h"
 

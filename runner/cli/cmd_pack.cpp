@@ -1,5 +1,5 @@
 // `nightjar pack MODEL_DIR [--out DIR] [--codec raw|lossless]`: write the packed trunk
-// (engine/model/pack.h).
+// (engine/pack/pack.h).
 #include <cstdio>
 #include <memory>
 
@@ -11,8 +11,8 @@
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
 #include "engine/model/model.h"
-#include "engine/model/pack.h"
 #include "engine/model/tensor_index.h"
+#include "engine/pack/pack.h"
 #include "engine/util/units.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"

@@ -7,7 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "engine/model/kernel_rates.h"
+#include "engine/plan/kernel_rates.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
 #include "runner/cli/model_args.h"

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/model.h"
-#include "engine/model/session.h"
+#include "engine/session/session.h"
 #include "engine/util/status.h"
 
 namespace CLI {

@@ -7,10 +7,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "engine/model/kernel_rates.h"
 #include "engine/model/model.h"
-#include "engine/model/pass_cost.h"
-#include "engine/model/planner.h"
+#include "engine/plan/kernel_rates.h"
+#include "engine/plan/pass_cost.h"
+#include "engine/plan/planner.h"
 #include "engine/util/units.h"
 #include "jobs/spec_model.h"
 #include "jobs/spec_parser.h"

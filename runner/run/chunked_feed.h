@@ -1,7 +1,7 @@
 // An item's tokens fed in prefill chunks with the checks `run` makes between them: the one
 // loop of the generate runner's prompt and replay (item_runner.h) and the classify runner's
 // prefix and document (classify_runner.h). Each chunk is one ItemSession::feed, whose passes
-// engine/model/batch.h's feed_in_chunks cuts and shares with the rest of the batch; between
+// engine/forward/batch.h's feed_in_chunks cuts and shares with the rest of the batch; between
 // chunks the item sees a stop, a lost lease or a due checkpoint before it feeds more.
 #pragma once
 

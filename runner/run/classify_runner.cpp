@@ -10,9 +10,9 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/model/numerics.h"
-#include "engine/model/sampler.h"
-#include "engine/model/session.h"
+#include "engine/forward/numerics.h"
+#include "engine/session/sampler.h"
+#include "engine/session/session.h"
 #include "jobs/job_spec.h"
 #include "jobs/label_trie.h"
 #include "runner/run/chunked_feed.h"

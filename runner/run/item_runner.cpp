@@ -9,10 +9,10 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/model/logprobs.h"
-#include "engine/model/numerics.h"
-#include "engine/model/sampler.h"
-#include "engine/model/session.h"
+#include "engine/forward/numerics.h"
+#include "engine/session/logprobs.h"
+#include "engine/session/sampler.h"
+#include "engine/session/session.h"
 #include "engine/spec/decode.h"
 #include "jobs/chat/chat_reply.h"
 #include "jobs/job_spec.h"

@@ -5,7 +5,7 @@
 #include <deque>
 
 #include "engine/model/model.h"
-#include "engine/model/planner.h"
+#include "engine/plan/planner.h"
 #include "jobs/label_trie.h"
 #include "runner/run/scheduler.h"
 #include "runner/store/job_kind.h"

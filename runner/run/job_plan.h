@@ -1,5 +1,5 @@
 // A job's night, predicted: the runner's passes replayed on paper and costed by the engine's
-// cost model (engine/model/pass_cost.h). Used by `nightjar plan SPEC` and the ETA of
+// cost model (engine/plan/pass_cost.h). Used by `nightjar plan SPEC` and the ETA of
 // `nightjar status`.
 //
 // The replay follows the scheduler and PassGroup (scheduler.cpp, pass_group.cpp): up to
@@ -25,7 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/model/pass_cost.h"
+#include "engine/plan/pass_cost.h"
 #include "engine/util/status.h"
 #include "jobs/job_spec.h"
 #include "runner/store/job_store.h"

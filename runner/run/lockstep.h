@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/forward.h"
-#include "engine/model/sampler.h"
+#include "engine/forward/forward.h"
+#include "engine/session/sampler.h"
 #include "engine/spec/speculator.h"
 #include "engine/util/status.h"
 

@@ -3,7 +3,7 @@
 // its own, exactly as it would alone; whenever it feeds the engine, its tokens wait for the
 // next pass, which carries the waiting tokens of every item of the group through one
 // Forward::run. So a pass reads each weight once for the whole batch, and every item's
-// logits are bit-identical to running it alone (engine/model/batch.h).
+// logits are bit-identical to running it alone (engine/forward/batch.h).
 //
 // Turns. The items' logic never runs concurrently with another item's or with a pass:
 // an item runs while it holds the group's turn (a mutex), and gives it up only inside
@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/model/forward.h"
+#include "engine/forward/forward.h"
 #include "engine/util/status.h"
 
 namespace nj::runner {

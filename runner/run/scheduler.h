@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/model/planner.h"
+#include "engine/plan/planner.h"
 #include "engine/spec/draft_length.h"
 #include "jobs/job_spec.h"
 #include "runner/run/item_runner.h"

@@ -13,7 +13,7 @@
 
 #include "engine/io/env.h"
 #include "engine/model/model.h"
-#include "engine/model/sampler.h"
+#include "engine/session/sampler.h"
 #include "engine/state/sequence_state.h"
 #include "engine/util/status.h"
 

@@ -42,7 +42,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/logprobs.h"
+#include "engine/session/logprobs.h"
 #include "engine/util/status.h"
 #include "runner/store/sqlite.h"
 

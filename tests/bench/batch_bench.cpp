@@ -27,10 +27,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/forward/forward.h"
 #include "engine/io/probe.h"
-#include "engine/model/forward.h"
-#include "engine/model/sampler.h"
 #include "engine/ops/cpu.h"
+#include "engine/session/sampler.h"
 #include "engine/util/process.h"
 #include "engine/util/sysinfo.h"
 #include "engine/util/units.h"

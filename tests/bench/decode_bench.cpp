@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/sampler.h"
-#include "engine/model/session.h"
 #include "engine/ops/cpu.h"
+#include "engine/session/sampler.h"
+#include "engine/session/session.h"
 #include "engine/util/process.h"
 #include "engine/util/sysinfo.h"
 #include "engine/util/units.h"

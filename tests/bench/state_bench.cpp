@@ -25,7 +25,7 @@
 
 #include "engine/io/durable.h"
 #include "engine/model/model.h"
-#include "engine/model/session.h"
+#include "engine/session/session.h"
 #include "engine/state/state_file.h"
 #include "engine/state/state_format.h"
 

@@ -21,8 +21,8 @@
 #include "engine/io/probe.h"
 #include "engine/io/timeline.h"
 
-#include "engine/model/sampler.h"
-#include "engine/model/session.h"
+#include "engine/session/sampler.h"
+#include "engine/session/session.h"
 #include "engine/util/process.h"
 #include "engine/util/sysinfo.h"
 #include "engine/util/units.h"

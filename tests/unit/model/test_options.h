@@ -10,8 +10,8 @@
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
 #include "engine/model/model.h"
-#include "engine/model/planner.h"
 #include "engine/model/tensor_index.h"
+#include "engine/plan/planner.h"
 
 namespace nj::testing {
 

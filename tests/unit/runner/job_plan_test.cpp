@@ -1,13 +1,13 @@
 // The replay of a job's passes (runner/job_plan.h) and the pass cost model under it
-// (engine/model/pass_cost.h), on the tiny golden model with kernel rates set by hand.
+// (engine/plan/pass_cost.h), on the tiny golden model with kernel rates set by hand.
 #include <catch2/catch.hpp>
 
 #include "engine/model/config.h"
-#include "engine/model/kernel_rates.h"
 #include "engine/model/layout.h"
-#include "engine/model/pass_cost.h"
-#include "engine/model/planner.h"
 #include "engine/model/tensor_index.h"
+#include "engine/plan/kernel_rates.h"
+#include "engine/plan/pass_cost.h"
+#include "engine/plan/planner.h"
 #include "runner/run/job_plan.h"
 #include "tests/unit/model/test_models.h"
 #include "tests/unit/model/test_options.h"

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/forward.h"
+#include "engine/forward/forward.h"
 #include "engine/model/model.h"
-#include "engine/model/planner.h"
-#include "engine/model/sampler.h"
-#include "engine/model/session.h"
+#include "engine/plan/planner.h"
+#include "engine/session/sampler.h"
+#include "engine/session/session.h"
 #include "engine/spec/decode.h"
 #include "runner/run/pass_group.h"
 #include "tests/unit/model/test_models.h"

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "engine/model/layout.h"
-#include "engine/model/planner.h"
+#include "engine/plan/planner.h"
 #include "tests/unit/model/test_models.h"
 #include "tests/unit/model/test_options.h"
 

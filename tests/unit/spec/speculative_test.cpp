@@ -10,10 +10,10 @@
 #include <cstring>
 #include <memory>
 
+#include "engine/forward/forward.h"
 #include "engine/io/env.h"
-#include "engine/model/forward.h"
-#include "engine/model/sampler.h"
-#include "engine/model/session.h"
+#include "engine/session/sampler.h"
+#include "engine/session/session.h"
 #include "engine/spec/decode.h"
 #include "engine/state/state_file.h"
 #include "tests/unit/model/test_models.h"

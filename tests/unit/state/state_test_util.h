@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "engine/model/model.h"
-#include "engine/model/sampler.h"
-#include "engine/model/session.h"
+#include "engine/session/sampler.h"
+#include "engine/session/session.h"
 #include "engine/state/state_file.h"
 
 namespace nj::state_testing {

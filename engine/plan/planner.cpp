@@ -1,0 +1,463 @@
+// Residency planning (the order of preference is explained in planner.h).
+#include "engine/plan/planner.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+#include <cmath>
+
+#include "engine/forward/activations.h"
+#include "engine/pack/stored_unit.h"
+#include "engine/util/units.h"
+
+namespace nj {
+namespace {
+
+uint64_t read_bytes(const UnitLayout& u) {
+  uint64_t n = 0;
+  for (const Extent& e : u.extents) n += e.length;
+  return n;
+}
+
+struct Unit {
+  int id;
+  uint64_t buffer_bytes;   // memory to hold it
+  uint64_t read_bytes;     // bytes read to stream it
+  uint64_t decoded_bytes;  // lossless units: bytes decoded per use (0 otherwise)
+};
+
+uint64_t decoded_bytes(const UnitLayout& u) {
+  uint64_t n = 0;
+  for (const StoredBlock& b : u.blocks) n += b.raw_bytes;
+  return n;
+}
+
+// One staging buffer per I/O thread holds the longest read of stored blocks (a run of them,
+// stored_unit.h; 0 without blocks), in staging_buffer_bytes (read_pool.h). StreamingSource sizes
+// its pool's buffers the same way.
+uint64_t staging_bytes(const ModelLayout& layout, int io_threads) {
+  uint64_t largest = largest_block_run(layout.head().unit);
+  for (int l = 0; l < layout.config().layers; ++l)
+    largest = std::max(largest, largest_block_run(layout.layer(l).unit));
+  return static_cast<uint64_t>(std::max(1, io_threads)) * staging_buffer_bytes(largest);
+}
+
+}  // namespace
+
+uint64_t sequence_state_bytes(const ModelConfig& c, int max_context) {
+  const uint64_t P = static_cast<uint64_t>(c.kda_width()),
+                 D = static_cast<uint64_t>(c.kda_head_dim);
+  const uint64_t kda =
+      static_cast<uint64_t>(c.kda_heads) * D * D + static_cast<uint64_t>(c.conv_kernel - 1) * 3 * P;
+  const uint64_t mla =
+      static_cast<uint64_t>(max_context) * static_cast<uint64_t>(c.kv_lora_rank + c.qk_rope);
+  return 4 * (static_cast<uint64_t>(c.num_kda_layers()) * kda +
+              static_cast<uint64_t>(c.num_mla_layers()) * mla + static_cast<uint64_t>(c.vocab)) +
+         4 * static_cast<uint64_t>(max_context);  // token ids
+}
+
+ActivationShape planned_activation_shape(const PlanOptions& o) {
+  const int batch = std::max(1, o.batch);
+  const int chunk = std::max(1, o.prefill_chunk);
+  const int per_sequence = 1 + std::max(0, o.draft_tokens);  // a decode pass's rows per sequence
+  // Windows: every sequence may bring a whole prefill chunk to a pass.
+  const int rows =
+      o.windows ? batch * std::max(chunk, per_sequence) : std::max(chunk, batch * per_sequence);
+  ActivationShape s{rows, batch, std::max(1, o.max_context),
+                    o.all_logits ? rows : batch * per_sequence};
+  if (o.draft_tokens > 0) {
+    s.tentative_sequences = batch;
+    s.tentative_rows = per_sequence;
+    s.kda_rollback = o.kda_rollback;
+  }
+  return s;
+}
+
+double expected_distinct_experts(int num_experts, int top_k, int rows) {
+  if (num_experts <= 0 || rows <= 0) return 0;
+  const double miss = 1.0 - static_cast<double>(top_k) / num_experts;
+  return num_experts * (1.0 - std::pow(miss, rows));
+}
+
+namespace {
+
+// State and activations of a batch: what the budget holds besides weights.
+void batch_memory(const ModelConfig& c, const PlanOptions& o, int batch, uint64_t* state,
+                  uint64_t* scratch) {
+  PlanOptions ob = o;
+  ob.batch = batch;
+  *state = sequence_state_bytes(c, o.max_context) *
+           static_cast<uint64_t>(std::max(1, o.sequence_states)) * static_cast<uint64_t>(batch);
+  *scratch = activation_bytes(c, planned_activation_shape(ob));
+}
+
+struct WeightMinimum {
+  uint64_t largest_unit = 0, expert_buffer = 0;
+  uint64_t staging = 0;  // lossless packs: a run of stored blocks per I/O thread
+  int ring_slots = 2, expert_buffers = 0;
+  uint64_t bytes() const {
+    return staging + static_cast<uint64_t>(ring_slots) * largest_unit +
+           static_cast<uint64_t>(expert_buffers) * expert_buffer;
+  }
+};
+
+WeightMinimum weight_minimum(const ModelLayout& layout, const PlanOptions& o) {
+  const ModelConfig& c = layout.config();
+  WeightMinimum m;
+  m.largest_unit = layout.head().unit.buffer_bytes;
+  bool any_moe = false;
+  for (int l = 0; l < c.layers; ++l) {
+    m.largest_unit = std::max(m.largest_unit, layout.layer(l).unit.buffer_bytes);
+    if (c.is_dense(l)) continue;
+    any_moe = true;
+    for (int e = 0; e < c.num_experts; ++e)
+      m.expert_buffer = std::max(m.expert_buffer, layout.expert(l, e).unit.buffer_bytes);
+  }
+  m.staging = staging_bytes(layout, o.io_threads);
+  m.ring_slots = std::max(2, o.ring_slots);
+  m.expert_buffers = any_moe ? std::max(2, std::min(c.top_k, o.min_expert_buffers)) : 0;
+  return m;
+}
+
+// The largest batch whose minimum fits `budget` (0 when not even one does).
+int largest_batch(const ModelLayout& layout, const PlanOptions& o, uint64_t budget) {
+  if (min_memory_for_batch(layout, o, 1) > budget) return 0;
+  int lo = 1, hi = 2;
+  while (hi < (1 << 20) && min_memory_for_batch(layout, o, hi) <= budget) {
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (min_memory_for_batch(layout, o, mid) <= budget ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+}  // namespace
+
+uint64_t min_memory_for_batch(const ModelLayout& layout, const PlanOptions& o, int batch) {
+  PlanOptions plain = o;
+  plain.draft_tokens = 0;  // drafts are never part of the minimum
+  uint64_t state = 0, scratch = 0;
+  batch_memory(layout.config(), plain, batch, &state, &scratch);
+  return state + scratch + weight_minimum(layout, o).bytes();
+}
+
+Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
+                                     const PlanOptions& o) {
+  const ModelConfig& c = layout.config();
+  ResidencyPlan p;
+  p.budget_bytes = budget;
+  p.bandwidth_gbps = o.bandwidth_gbps;
+  p.decode_gbps = o.decode_gbps;
+  p.batch = std::max(1, o.batch);
+  // Steps 1-3 plan plain decoding: drafts get only what they leave over (see planner.h).
+  PlanOptions plain = o;
+  plain.draft_tokens = 0;
+  p.rows_per_pass = planned_activation_shape(plain).rows;
+  batch_memory(c, plain, p.batch, &p.state_bytes, &p.scratch_bytes);
+  uint64_t fixed = p.state_bytes + p.scratch_bytes;
+  // Settles the drafts per sequence on `d`: their rows' activations and rollback log.
+  auto plan_drafts = [&](int d) {
+    PlanOptions od = o;
+    od.draft_tokens = d;
+    uint64_t state = 0;
+    batch_memory(c, od, p.batch, &state, &p.scratch_bytes);
+    p.rows_per_pass = planned_activation_shape(od).rows;
+    p.draft_tokens = d;
+    fixed = p.state_bytes + p.scratch_bytes;
+  };
+  // The extra memory `d` drafts per sequence need over plain decoding.
+  auto draft_bytes = [&](int d) {
+    PlanOptions od = o;
+    od.draft_tokens = d;
+    uint64_t state = 0, scratch = 0;
+    batch_memory(c, od, p.batch, &state, &scratch);
+    return scratch - p.scratch_bytes;
+  };
+
+  std::vector<Unit> units;
+  for (int l = 0; l <= c.layers; ++l) {
+    const UnitLayout& u = l == c.layers ? layout.head().unit : layout.layer(l).unit;
+    units.push_back({l, u.buffer_bytes, read_bytes(u), decoded_bytes(u)});
+  }
+  const bool lossless =
+      std::any_of(units.begin(), units.end(), [](const Unit& u) { return u.decoded_bytes > 0; });
+  std::vector<int> moe_layers;
+  uint64_t expert_read = 0;
+  for (int l = 0; l < c.layers; ++l) {
+    if (c.is_dense(l)) continue;
+    moe_layers.push_back(l);
+    for (int e = 0; e < c.num_experts; ++e)
+      expert_read = std::max(expert_read, read_bytes(layout.expert(l, e).unit));
+  }
+  const WeightMinimum wmin = weight_minimum(layout, o);
+  const uint64_t expert_buffer = wmin.expert_buffer, largest_unit = wmin.largest_unit;
+  const int ring_slots = wmin.ring_slots, min_expert_buffers = wmin.expert_buffers;
+  p.expert_buffer_bytes = expert_buffer;
+  p.min_memory_bytes = fixed + wmin.bytes();
+  p.staging_bytes = budget ? wmin.staging : 0;  // staging is only used when streaming
+  p.max_batch = budget == 0 ? 0 : largest_batch(layout, o, budget);
+
+  p.pinned.assign(units.size(), false);
+  p.held.assign(units.size(), false);
+  p.expert_cache_slots.assign(static_cast<size_t>(c.layers), 0);
+  auto ring_for = [&](const std::vector<bool>& pinned) {
+    uint64_t m = 0;
+    for (const Unit& u : units)
+      if (!pinned[static_cast<size_t>(u.id)]) m = std::max(m, u.buffer_bytes);
+    return m;
+  };
+  auto pinned_sum = [&](const std::vector<bool>& pinned) {
+    uint64_t s = 0;
+    for (const Unit& u : units)
+      if (pinned[static_cast<size_t>(u.id)]) s += u.buffer_bytes;
+    return s;
+  };
+  auto held_sum = [&](const std::vector<bool>& held) {
+    uint64_t s = 0;
+    for (const Unit& u : units)
+      if (held[static_cast<size_t>(u.id)]) s += u.read_bytes;
+    return s;
+  };
+
+  if (budget == 0) {  // no budget: everything resident
+    p.everything_resident = true;
+    plan_drafts(std::max(0, o.draft_tokens));
+    p.pinned.assign(units.size(), true);
+    p.expert_buffers = static_cast<int>(moe_layers.size()) * c.num_experts;
+    for (int l : moe_layers) p.expert_cache_slots[static_cast<size_t>(l)] = c.num_experts;
+  } else {
+    if (budget < p.min_memory_bytes) {
+      std::string fits;
+      if (p.batch > 1)
+        fits = p.max_batch > 0 ? "; a batch of " + std::to_string(p.max_batch) + " fits this budget"
+                               : "; not even a batch of 1 fits this budget";
+      return resource_exhausted(
+          "memory budget " + format_bytes(budget) + " is below the minimum of " +
+          format_bytes(p.min_memory_bytes) + " (" + std::to_string(p.min_memory_bytes) +
+          " bytes) this model needs" +
+          (p.batch > 1 ? " for a batch of " + std::to_string(p.batch) : "") + ": sequence state " +
+          format_bytes(p.state_bytes) + ", activations " + format_bytes(p.scratch_bytes) +
+          (wmin.staging ? ", block staging " + format_bytes(wmin.staging) : std::string()) + ", " +
+          std::to_string(ring_slots) + " x the largest trunk unit " + format_bytes(largest_unit) +
+          ", " + std::to_string(min_expert_buffers) + " x one expert " +
+          format_bytes(expert_buffer) + fits);
+    }
+    int buffers = min_expert_buffers;
+    const int step_experts = std::min(c.num_experts, p.batch * c.top_k);
+    auto total = [&](const std::vector<bool>& pinned, int slots, int nbuf) {
+      return fixed + p.staging_bytes + pinned_sum(pinned) + held_sum(p.held) +
+             static_cast<uint64_t>(slots) * ring_for(pinned) +
+             static_cast<uint64_t>(nbuf) * expert_buffer;
+    };
+    // 2. up to the experts one decode step needs, so that a layer's misses are read at once
+    while (!moe_layers.empty() && buffers < step_experts &&
+           total(p.pinned, ring_slots, buffers + 1) <= budget)
+      ++buffers;
+    // 3. trunk units kept in memory, pinned or held (trunk_residency.h)
+    std::vector<TrunkUnitCost> costs;
+    for (const Unit& u : units)
+      costs.push_back(
+          {u.buffer_bytes, u.read_bytes, u.decoded_bytes ? u.read_bytes : 0, u.decoded_bytes});
+    const TrunkCostModel model{o.bandwidth_gbps, o.decode_gbps,
+                               lossless ? o.pin_compressed : PinCompressed::kNever};
+    auto split = [&](const std::vector<UnitResidency>& r, std::vector<bool>* pinned,
+                     std::vector<bool>* held) {
+      for (size_t i = 0; i < r.size(); ++i) {
+        (*pinned)[i] = r[i] == UnitResidency::kPinned;
+        (*held)[i] = r[i] == UnitResidency::kHeld;
+      }
+    };
+    const std::vector<UnitResidency> residency =
+        choose_trunk_residency(costs, model, budget, [&](const std::vector<UnitResidency>& r) {
+          std::vector<bool> pinned(r.size()), held(r.size());
+          split(r, &pinned, &held);
+          return fixed + p.staging_bytes + pinned_sum(pinned) + held_sum(held) +
+                 static_cast<uint64_t>(ring_slots) * ring_for(pinned) +
+                 static_cast<uint64_t>(buffers) * expert_buffer;
+        });
+    split(residency, &p.pinned, &p.held);
+    // 4. drafts: as many per sequence as the memory left over holds, up to the most asked for
+    {
+      const uint64_t left = budget - total(p.pinned, ring_slots, buffers);
+      int d = std::max(0, o.draft_tokens);
+      while (d > 0 && draft_bytes(d) > left) --d;
+      plan_drafts(d);
+    }
+    // 5. expert-cache slots, evenly over the MoE layers
+    if (!moe_layers.empty()) {
+      const uint64_t left = budget - total(p.pinned, ring_slots, buffers);
+      uint64_t extra = expert_buffer ? left / expert_buffer : 0;
+      extra = std::min<uint64_t>(
+          extra, static_cast<uint64_t>(moe_layers.size()) * static_cast<uint64_t>(c.num_experts));
+      const uint64_t each = extra / moe_layers.size(), rest = extra % moe_layers.size();
+      for (size_t i = 0; i < moe_layers.size(); ++i) {
+        const int slots = static_cast<int>(each + (i < rest ? 1 : 0));
+        p.expert_cache_slots[static_cast<size_t>(moe_layers[i])] = slots;
+        buffers += slots;
+      }
+    }
+    p.expert_buffers = buffers;
+    const uint64_t ring = ring_for(p.pinned);
+    p.ring_slots = ring ? ring_slots : 0;
+    p.ring_slot_bytes = ring;
+  }
+  p.pinned_bytes = pinned_sum(p.pinned);
+  p.held_bytes = held_sum(p.held);
+  p.ring_bytes = static_cast<uint64_t>(p.ring_slots) * p.ring_slot_bytes;
+  p.expert_pool_bytes = static_cast<uint64_t>(p.expert_buffers) * expert_buffer;
+  p.everything_resident =
+      p.everything_resident ||
+      (std::all_of(p.pinned.begin(), p.pinned.end(), [](bool b) { return b; }) &&
+       std::all_of(moe_layers.begin(), moe_layers.end(), [&](int l) {
+         return p.expert_cache_slots[static_cast<size_t>(l)] >= c.num_experts;
+       }));
+
+  // Predicted reads per decode step at steady state (uniform routing for the cache and the
+  // union of the batch's experts unless a routing profile says otherwise).
+  for (const Unit& u : units) {
+    if (p.pinned[static_cast<size_t>(u.id)]) continue;
+    if (!p.held[static_cast<size_t>(u.id)]) p.predicted_trunk_bytes_per_step += u.read_bytes;
+    p.predicted_decode_bytes_per_step += u.decoded_bytes;
+  }
+  p.predicted_trunk_bytes_per_step += static_cast<uint64_t>(p.batch) * layout.embedding_row_bytes();
+  p.predicted_distinct_experts = expected_distinct_experts(c.num_experts, c.top_k, p.batch);
+  double hit_sum = 0;
+  for (int l : moe_layers) {
+    const int slots = p.expert_cache_slots[static_cast<size_t>(l)];
+    double hit = std::min(1.0, static_cast<double>(slots) / c.num_experts);
+    if (slots >= c.num_experts) {
+      hit = 1.0;  // every expert stays once read
+    } else if (o.routing) {
+      const double measured = o.routing->hit_rate(l, slots);
+      if (measured >= 0) {
+        hit = measured;
+        p.routing_profile_used = true;
+      }
+    }
+    hit_sum += hit;
+    p.predicted_expert_bytes_per_step += static_cast<uint64_t>(
+        p.predicted_distinct_experts * static_cast<double>(expert_read) * (1.0 - hit));
+  }
+  p.predicted_expert_hit_rate =
+      moe_layers.empty() ? 0 : hit_sum / static_cast<double>(moe_layers.size());
+  p.predicted_trunk_bytes_per_token =
+      p.predicted_trunk_bytes_per_step / static_cast<uint64_t>(p.batch);
+  p.predicted_expert_bytes_per_token =
+      p.predicted_expert_bytes_per_step / static_cast<uint64_t>(p.batch);
+  p.predicted_seconds_per_step =
+      static_cast<double>(p.predicted_bytes_per_step()) / (o.bandwidth_gbps * 1e9);
+  p.predicted_seconds_per_token = p.predicted_seconds_per_step / p.batch;
+  p.predicted_tokens_per_second =
+      p.predicted_seconds_per_step > 0 ? p.batch / p.predicted_seconds_per_step : 0.0;
+  p.predicted_decode_seconds_per_step =
+      static_cast<double>(p.predicted_decode_bytes_per_step) / (o.decode_gbps * 1e9);
+  return p;
+}
+
+nlohmann::json ResidencyPlan::to_json() const {
+  nlohmann::json j;
+  j["budget_bytes"] = budget_bytes;
+  j["min_memory_bytes"] = min_memory_bytes;
+  j["everything_resident"] = everything_resident;
+  std::vector<int> pinned_layers;
+  for (size_t i = 0; i + 1 < pinned.size(); ++i)
+    if (pinned[i]) pinned_layers.push_back(static_cast<int>(i));
+  j["pinned_layers"] = pinned_layers;
+  j["head_pinned"] = !pinned.empty() && pinned.back();
+  std::vector<int> held_layers;
+  for (size_t i = 0; i + 1 < held.size(); ++i)
+    if (held[i]) held_layers.push_back(static_cast<int>(i));
+  j["held_layers"] = held_layers;
+  j["head_held"] = !held.empty() && held.back();
+  j["ring_slots"] = ring_slots;
+  j["ring_slot_bytes"] = ring_slot_bytes;
+  j["expert_buffers"] = expert_buffers;
+  j["expert_buffer_bytes"] = expert_buffer_bytes;
+  j["expert_cache_slots"] = expert_cache_slots;
+  j["memory"] = {{"state_bytes", state_bytes},
+                 {"scratch_bytes", scratch_bytes},
+                 {"staging_bytes", staging_bytes},
+                 {"pinned_bytes", pinned_bytes},
+                 {"held_bytes", held_bytes},
+                 {"ring_bytes", ring_bytes},
+                 {"expert_pool_bytes", expert_pool_bytes},
+                 {"total_bytes", total_bytes()}};
+  j["batch"] = batch;
+  j["rows_per_pass"] = rows_per_pass;
+  j["max_batch"] = max_batch;
+  j["predicted_bytes_per_step"] = predicted_bytes_per_step();
+  j["predicted_trunk_bytes_per_step"] = predicted_trunk_bytes_per_step;
+  j["predicted_expert_bytes_per_step"] = predicted_expert_bytes_per_step;
+  j["predicted_distinct_experts"] = predicted_distinct_experts;
+  j["predicted_bytes_per_token"] = predicted_bytes_per_token();
+  j["predicted_trunk_bytes_per_token"] = predicted_trunk_bytes_per_token;
+  j["predicted_expert_bytes_per_token"] = predicted_expert_bytes_per_token;
+  j["predicted_expert_hit_rate"] = predicted_expert_hit_rate;
+  j["hit_rate_model"] = routing_profile_used ? "routing profile" : "uniform routing";
+  j["bandwidth_gbps"] = bandwidth_gbps;
+  j["predicted_seconds_per_step"] = predicted_seconds_per_step;
+  j["predicted_seconds_per_token"] = predicted_seconds_per_token;
+  j["predicted_tokens_per_second"] = predicted_tokens_per_second;
+  j["predicted_decode_bytes_per_step"] = predicted_decode_bytes_per_step;
+  j["decode_gbps"] = decode_gbps;
+  j["predicted_decode_seconds_per_step"] = predicted_decode_seconds_per_step;
+  return j;
+}
+
+std::string ResidencyPlan::to_text() const {
+  std::ostringstream o;
+  int npinned = 0;
+  for (size_t i = 0; i + 1 < pinned.size(); ++i) npinned += pinned[i];
+  o << "budget              "
+    << (budget_bytes ? format_bytes(budget_bytes) : std::string("none (everything resident)"))
+    << "\n";
+  o << "minimum             " << format_bytes(min_memory_bytes) << " (" << min_memory_bytes
+    << " bytes)\n";
+  o << "pinned trunk        " << npinned << " of " << (pinned.empty() ? 0 : pinned.size() - 1)
+    << " layers" << (!pinned.empty() && pinned.back() ? ", and the head" : "") << " ("
+    << format_bytes(pinned_bytes) << ")\n";
+  int nheld = 0;
+  for (size_t i = 0; i + 1 < held.size(); ++i) nheld += held[i];
+  if (held_bytes)
+    o << "held compressed     " << nheld << " layers" << (held.back() ? ", and the head" : "")
+      << " (" << format_bytes(held_bytes) << ", decoded on each use)\n";
+  o << "trunk ring          " << ring_slots << " x " << format_bytes(ring_slot_bytes) << "\n";
+  if (staging_bytes) o << "block staging       " << format_bytes(staging_bytes) << "\n";
+  const int cached = std::accumulate(expert_cache_slots.begin(), expert_cache_slots.end(), 0);
+  o << "expert buffers      " << expert_buffers << " x " << format_bytes(expert_buffer_bytes)
+    << " (" << cached << " cache slots over the MoE layers)\n";
+  o << "batch               " << batch << " sequence" << (batch == 1 ? "" : "s")
+    << " per step, passes of up to " << rows_per_pass << " rows";
+  if (budget_bytes) o << " (this budget holds up to " << max_batch << ")";
+  o << "\n";
+  o << "state + activations " << format_bytes(state_bytes) << " + " << format_bytes(scratch_bytes)
+    << "\n";
+  o << "planned total       " << format_bytes(total_bytes()) << "\n";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * predicted_expert_hit_rate);
+  std::snprintf(buf + 64, 64, "%.1f", predicted_distinct_experts);
+  o << "reads per step      " << format_bytes(predicted_bytes_per_step()) << " (trunk "
+    << format_bytes(predicted_trunk_bytes_per_step) << ", experts "
+    << format_bytes(predicted_expert_bytes_per_step) << ": " << (buf + 64)
+    << " distinct per layer at a " << buf << " cache hit rate, "
+    << (routing_profile_used ? "from the routing profile" : "assuming uniform routing") << ")\n";
+  o << "reads per token     " << format_bytes(predicted_bytes_per_token()) << "\n";
+  std::snprintf(buf, sizeof buf,
+                "%.3f s per step at %.2f GB/s, %.3f s per token, %.3f tokens/s in all",
+                predicted_seconds_per_step, bandwidth_gbps, predicted_seconds_per_token,
+                predicted_tokens_per_second);
+  o << "I/O floor           " << buf << "\n";
+  if (predicted_decode_bytes_per_step) {
+    std::snprintf(buf, sizeof buf, "%.3f s at %.1f GB/s", predicted_decode_seconds_per_step,
+                  decode_gbps);
+    o << "decode per step     " << format_bytes(predicted_decode_bytes_per_step) << ", " << buf
+      << " on one I/O thread\n";
+  }
+  return o.str();
+}
+
+}  // namespace nj
