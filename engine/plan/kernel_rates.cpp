@@ -10,6 +10,9 @@
 
 #include <omp.h>
 
+#include "engine/io/file.h"
+#include "engine/model/config.h"
+#include "engine/moe/expert_group.h"
 #include "engine/moe/router.h"
 #include "engine/ops/kernels.h"
 
@@ -174,7 +177,118 @@ KernelRates::ElementRates measure_elements(int repeats, std::mt19937& rng) {
   return e;
 }
 
+// Weights of no particular meaning written into `bytes` (the generator of make_matrix).
+void fill_weights(uint8_t* bytes, size_t n, bool mxfp4, uint64_t seed) {
+  uint64_t state = seed | 1;
+  const uint64_t mask = mxfp4 ? ~0ull : 0x807F807F807F807Full;
+  const uint64_t bits = mxfp4 ? 0 : 0x3C003C003C003C00ull;
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    const uint64_t v = (state & mask) | bits;
+    std::memcpy(bytes + i, &v, 8);
+  }
+}
+
+// Above the caches here: the experts a probe cycles through (a streamed pass reads each
+// from memory the disk wrote it to).
+constexpr size_t kExpertProbeBytes = 96u << 20;
+
 }  // namespace
+
+double KernelRates::ExpertRates::seconds(bool grouped_experts, double rows) const {
+  if (rows <= 0) return 0;
+  const auto& ladder = grouped_experts ? grouped : alone;
+  const size_t n = kExpertRows.size();
+  if (rows >= kExpertRows[n - 1]) return ladder[n - 1] * rows / kExpertRows[n - 1];
+  if (rows <= kExpertRows[0]) return ladder[0];  // a fraction of a row costs a whole row
+  size_t hi = 1;
+  while (rows > kExpertRows[hi]) ++hi;
+  const double r0 = kExpertRows[hi - 1], r1 = kExpertRows[hi];
+  return ladder[hi - 1] + (ladder[hi] - ladder[hi - 1]) * (rows - r0) / (r1 - r0);
+}
+
+void KernelRates::measure_experts(const ModelConfig& c, int repeats) {
+  experts = ExpertRates{};
+  if (c.num_experts <= 0 || c.latent <= 0 || c.moe_inter <= 0) return;
+  const bool mxfp4 = c.mxfp4_experts;
+  const int lat = c.latent, mi = c.moe_inter;
+  // One expert's three matrices back to back: W1 and W3 [mi][lat], W2 [lat][mi].
+  const size_t elements = static_cast<size_t>(lat) * mi;
+  const size_t data = mxfp4 ? elements / 2 : elements * 2, scales = mxfp4 ? elements / 32 : 0;
+  const size_t per_matrix = data + scales, per_expert = 3 * per_matrix;
+  const int count = static_cast<int>(std::clamp<size_t>(kExpertProbeBytes / per_expert, 2, 256));
+  // One buffer on huge pages, as the engine holds its experts (expert cache slabs, the
+  // resident source's layers).
+  AlignedBuffer bytes(per_expert * static_cast<size_t>(count), PageSize::kHuge);
+  fill_weights(bytes.data(), bytes.size(), mxfp4, 0x9E3779B97F4A7C15ull);
+  if (mxfp4)  // E8M0 scale codes 120..127
+    for (int e = 0; e < count; ++e)
+      for (int m = 0; m < 3; ++m) {
+        uint8_t* s = bytes.data() + static_cast<size_t>(e) * per_expert + m * per_matrix + data;
+        for (size_t i = 0; i < scales; ++i) s[i] = static_cast<uint8_t>(120 + (s[i] & 7));
+      }
+  std::vector<ExpertWeights> w(static_cast<size_t>(count));
+  for (int e = 0; e < count; ++e) {
+    MatRef* m[3] = {&w[static_cast<size_t>(e)].w1, &w[static_cast<size_t>(e)].w3,
+                    &w[static_cast<size_t>(e)].w2};
+    for (int j = 0; j < 3; ++j) {
+      const uint8_t* at = bytes.data() + static_cast<size_t>(e) * per_expert + j * per_matrix;
+      m[j]->format = mxfp4 ? ops::MatFormat::kMxfp4 : ops::MatFormat::kBF16;
+      m[j]->rows = j == 2 ? lat : mi;
+      m[j]->cols = j == 2 ? mi : lat;
+      m[j]->data = at;
+      m[j]->scales = mxfp4 ? at + data : nullptr;
+    }
+  }
+  const int max_rows = kExpertRows.back();
+  // A full group at the top rung holds at most this many rows (the probe's time).
+  const int group_rows = std::max(max_rows * 2, 512);
+  std::mt19937 rng(20261202);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<float> z(static_cast<size_t>(group_rows) * lat);
+  for (float& v : z) v = value(rng);
+  std::vector<float> g(static_cast<size_t>(group_rows) * mi), u(g.size()), y(z.size());
+  // As moe_forward: the thread team only when the group's work is worth its wake-up.
+  auto team = [&](int rows) {
+    return static_cast<double>(rows) * mi * lat * 3 < 524288.0 ? 1 : omp_get_max_threads();
+  };
+  int next = 0;  // the experts are taken in turn, so each call reads its weights from memory
+  for (size_t i = 0; i < kExpertRows.size(); ++i) {
+    const int rows = kExpertRows[i];
+    // Alone: one expert per group, a region each.
+    experts.alone[i] = time_per_element(
+        [&] {
+          const GroupExpert one{&w[static_cast<size_t>(next)], 0, rows};
+          next = (next + 1) % count;
+          run_expert_group(c, std::span<const GroupExpert>(&one, 1), z.data(), g.data(), u.data(),
+                           y.data(), team(rows));
+        },
+        1.0, repeats);
+    // Grouped: as many experts as the rows allow (at least 2) in one region.
+    const int n = std::clamp(group_rows / rows, 2, count);
+    std::vector<GroupExpert> group;
+    for (int e = 0; e < n; ++e)
+      group.push_back({&w[static_cast<size_t>((next + e) % count)], e * rows, rows});
+    experts.grouped[i] = time_per_element(
+        [&] {
+          for (GroupExpert& ge : group) {
+            ge.w = &w[static_cast<size_t>(next)];
+            next = (next + 1) % count;
+          }
+          run_expert_group(c, group, z.data(), g.data(), u.data(), y.data(), team(n * rows));
+        },
+        n, repeats);
+  }
+  // Time never falls as rows grow.
+  for (auto* ladder : {&experts.alone, &experts.grouped})
+    for (size_t i = 1; i < ladder->size(); ++i)
+      (*ladder)[i] = std::max((*ladder)[i], (*ladder)[i - 1]);
+  experts.latent = lat;
+  experts.moe_inter = mi;
+  experts.mxfp4 = mxfp4;
+}
 
 KernelRates KernelRates::measure(int repeats) {
   KernelRates k;
@@ -227,6 +341,18 @@ nlohmann::json KernelRates::to_json() const {
                      {"matvec", element.matvec * 1e9}, {"kda", element.kda * 1e9},
                      {"top_k", element.top_k * 1e9}};
   j["threads"] = threads;
+  if (experts.measured()) {
+    nlohmann::json alone, grouped;
+    for (size_t i = 0; i < kExpertRows.size(); ++i) {
+      alone[std::to_string(kExpertRows[i])] = experts.alone[i] * 1e6;
+      grouped[std::to_string(kExpertRows[i])] = experts.grouped[i] * 1e6;
+    }
+    j["expert_us"] = {{"latent", experts.latent},
+                      {"moe_inter", experts.moe_inter},
+                      {"format", experts.mxfp4 ? "mxfp4" : "bf16"},
+                      {"alone", alone},
+                      {"grouped", grouped}};
+  }
   return j;
 }
 

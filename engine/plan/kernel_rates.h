@@ -7,6 +7,9 @@
 // copies between them) is probed too, each on the engine's own function, per element
 // (ElementRates): in a classification window of thousands of rows it took about half the
 // compute (tests/bench/run_night_bench.sh), which the products alone had left out.
+// The routed experts are probed on their own (ExpertRates, measure_experts): the model's
+// expert shape through the engine's expert path, alone and grouped, since a pass of a few
+// rows spends most of its time there at costs the large probe matrix does not show.
 #pragma once
 
 #include <array>
@@ -17,6 +20,8 @@
 #include "engine/ops/mat.h"
 
 namespace nj {
+
+struct ModelConfig;
 
 class KernelRates {
  public:
@@ -37,7 +42,8 @@ class KernelRates {
   double gflops(ops::MatFormat format, double rows) const;
 
   // {"bf16_gflops": {"1": GFLOP/s, ...}, "mxfp4_gflops": {...}, "element_ns": {...},
-  //  "threads": N}
+  //  "threads": N}; with measured experts also "expert_us": {"latent", "moe_inter",
+  //  "alone": {"1": µs per expert, ...}, "grouped": {...}}
   nlohmann::json to_json() const;
 
   // Seconds per weight element of one product at each rung, [format][rung]: set by
@@ -59,6 +65,37 @@ class KernelRates {
     double top_k = 0;    // route_top_k, per expert scored (E = 256, k = 8)
   } element;
   int threads = 1;  // the engine's threads when measured: its parallel parts split over them
+
+  // The token-row counts of the expert probe (ExpertRates): a pass's experts serve a few rows
+  // each one document at a time (64 rows over 256 experts top-8: ~2.3) and up to a few
+  // hundred in a window.
+  static constexpr std::array<int, 9> kExpertRows = {1, 2, 3, 4, 8, 16, 32, 64, 128};
+
+  // One routed expert of the model's shape through the engine's own expert path
+  // (run_expert_group: W1 and W3, SiTU, W2, in parallel regions as moe_forward opens them),
+  // per expert, at each rung of kExpertRows, over experts too many for the caches as a pass
+  // meets them. Two ways a pass's experts reach the kernels (moe_layer.cpp's grouping):
+  //   alone    each expert in its own group (its own parallel region and barrier): a
+  //            streaming pass computes its experts as their reads arrive, one by one while
+  //            it waits on the disk;
+  //   grouped  one group for many experts (one region for all): experts already in memory
+  //            (everything resident).
+  // The matrix ladder above probes one large matrix per call; experts are small matrices,
+  // split over the threads per expert, and their per-call and per-region costs are what the
+  // large matrix hides (tests/bench/pass_cost_bench.cpp). Not measured (all zero) unless
+  // measure_experts() ran: then the cost model costs experts from the matrix ladder.
+  struct ExpertRates {
+    int latent = 0, moe_inter = 0;
+    bool mxfp4 = false;
+    std::array<double, kExpertRows.size()> alone{}, grouped{};  // seconds per expert
+    bool measured() const { return alone.back() > 0 && grouped.back() > 0; }
+    // Seconds for one expert over `rows` rows (fractional: an expert's average share of a
+    // pass), interpolated linearly between rungs, in proportion to the rows past the last.
+    double seconds(bool grouped_experts, double rows) const;
+  } experts;
+
+  // Probes ExpertRates for `c`'s routed experts (nothing for a model without them).
+  void measure_experts(const ModelConfig& c, int repeats = 3);
 
  private:
   static size_t index(ops::MatFormat format) { return format == ops::MatFormat::kMxfp4 ? 1 : 0; }

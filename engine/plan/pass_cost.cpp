@@ -79,7 +79,8 @@ PassCostModel::PassCostModel(const ModelLayout& layout, const ResidencyPlan& pla
   const double hidden = c.hidden, P = c.kda_width(), H = c.kda_heads, D = c.kda_head_dim;
   const double nh = c.heads, kvl = c.kv_lora_rank, k = c.top_k, lat = c.latent;
   ElementCounts serial;
-  double parallel = 0;  // seconds per row, before the split over the threads
+  double parallel = 0;     // seconds per row, before the split over the threads
+  double expert_situ = 0;  // the routed experts' SiTU, per row, before the split
   int nblocks = 0;
   for (int l = 0; l < c.layers; ++l) {
     if (nblocks > 0) add_attn_res(serial, nblocks + 1, hidden);
@@ -107,13 +108,21 @@ PassCostModel::PassCostModel(const ModelLayout& layout, const ResidencyPlan& pla
       serial.axpy += 3 * k * lat + lat + (c.shared_inter() > 0 ? hidden : 0);
       serial.norm += lat;
       serial.situ += c.shared_inter();
-      parallel += k * c.moe_inter * er.situ;
+      expert_situ += k * c.moe_inter * er.situ;
     }
   }
   add_attn_res(serial, nblocks + 1, hidden);  // the head's
   const double threads = std::max(1, rates.threads);
   element_row_serial_ = serial.seconds(er);
   element_row_parallel_ = parallel / threads;
+  // The expert probe, when it ran for this model's experts, times them whole (their SiTU
+  // included) as moe_forward groups them: all of a layer's experts in one group when none
+  // is read during the pass, else each alone as its read arrives (kernel_rates.h).
+  const KernelRates::ExpertRates& ex = rates.experts;
+  use_expert_probe_ = moe_layers_ > 0 && ex.measured() && ex.latent == c.latent &&
+                      ex.moe_inter == c.moe_inter && ex.mxfp4 == c.mxfp4_experts;
+  experts_grouped_ = plan.everything_resident || plan.predicted_expert_bytes_per_step == 0;
+  if (!use_expert_probe_) element_row_parallel_ += expert_situ / threads;
   element_position_ =
       c.num_mla_layers() * nh * ((kvl + c.qk_rope) * er.dot + er.exp + kvl * er.axpy) / threads;
   element_logits_row_ = hidden * er.norm + static_cast<double>(c.vocab) * (er.axpy + er.exp);
@@ -150,11 +159,13 @@ PassPrediction PassCostModel::predict(const PassShape& pass) const {
             2.0 * rows * top_k_ * moe_layers_ * expert_elements_ + attention_flops;
   p.element_seconds = rows * (element_row_serial_ + element_row_parallel_) +
                       pass.attended * element_position_ + pass.logits_rows * element_logits_row_;
-  p.compute_seconds =
-      rates_.seconds(ops::MatFormat::kBF16, trunk_elements_, rows) +
-      rates_.seconds(ops::MatFormat::kBF16, head_elements_, pass.logits_rows) +
-      moe_layers_ * distinct * rates_.seconds(expert_format_, expert_elements_, expert_rows) +
-      p.element_seconds;
+  const double per_expert = use_expert_probe_
+                                ? rates_.experts.seconds(experts_grouped_, expert_rows)
+                                : rates_.seconds(expert_format_, expert_elements_, expert_rows);
+  p.expert_seconds = moe_layers_ * distinct * per_expert;
+  p.compute_seconds = rates_.seconds(ops::MatFormat::kBF16, trunk_elements_, rows) +
+                      rates_.seconds(ops::MatFormat::kBF16, head_elements_, pass.logits_rows) +
+                      p.expert_seconds + p.element_seconds;
   const double expert_bytes = distinct * expert_miss_;
   p.io_seconds = bandwidth_ > 0 ? p.disk_bytes / bandwidth_ : 0.0;
   p.expert_io_seconds = bandwidth_ > 0 ? expert_bytes / bandwidth_ : 0.0;

@@ -6,9 +6,15 @@
 //   MoE layer the experts the pass's rows route to, E·(1 − (1 − k/E)^rows) under uniform
 //   routing, less the expert cache's hits.
 // Compute (kernel_rates.h, measured on this machine):
-//   matrix products: every trunk matrix once over all rows; per MoE layer each distinct
-//   expert over its share of the rows (rows·k / distinct, on average); the LM head over the
-//   rows whose logits are wanted; at the probed kernels' rate for that many rows.
+//   matrix products: every trunk matrix once over all rows; the LM head over the rows whose
+//   logits are wanted; at the probed kernels' rate for that many rows.
+//   routed experts: per MoE layer each distinct expert over its share of the rows (rows·k /
+//   distinct, on average), at the expert probe's time per expert for that many rows
+//   (KernelRates::ExpertRates: the engine's expert path on the model's expert shape, SiTU
+//   included), "grouped" when the plan reads no expert during a pass (a layer's experts
+//   share one parallel region), else "alone" (a streaming pass computes each expert as its
+//   read arrives). Without that probe: the matrix ladder for 3·latent·moe_inter elements,
+//   and the experts' SiTU as element work.
 //   the rest of the pass, per row, counted from the layers' code (forward.cpp, attention_kda,
 //   attention_mla, attn_res, moe_layer, expert_group) in elements of the probed element
 //   functions (KernelRates::ElementRates):
@@ -23,7 +29,8 @@
 //                   kv_lora + rope), its exp and an axpy of kv_lora (split over the threads)
 //     MoE layer     router σ and top-k over E; gather, scatter and combine 3·k·latent + latent;
 //                   latent norm; SiTU k·moe_inter (in the experts' parallel region, split
-//                   over the threads); the shared expert's SiTU shared_inter and its sum hidden
+//                   over the threads; part of the expert probe when it ran); the shared
+//                   expert's SiTU shared_inter and its sum hidden
 //     dense layer   SiTU dense_inter
 //     logits row    the head's norm of hidden, the finiteness scan and a softmax of vocab
 //   softmaxes (attn_res's sources, MLA's positions, the vocabulary) count at the exp rate.
@@ -60,6 +67,7 @@ struct PassPrediction {
   double expert_io_seconds = 0;  // the experts' share of it
   double compute_seconds = 0;    // products plus element work, at the measured rates
   double element_seconds = 0;    // the element work's share of compute_seconds
+  double expert_seconds = 0;     // the routed experts' share of compute_seconds
   double seconds = 0;            // expert reads + max(trunk reads, compute)
 };
 
@@ -97,6 +105,9 @@ class PassCostModel {
   // per attended position over the threads, and per logits row.
   double element_row_serial_ = 0, element_row_parallel_ = 0, element_position_ = 0,
          element_logits_row_ = 0;
+  // Experts from the expert probe (KernelRates::ExpertRates) rather than the matrix ladder,
+  // and as one group per layer (no expert read during a pass) or each alone.
+  bool use_expert_probe_ = false, experts_grouped_ = false;
 };
 
 }  // namespace nj

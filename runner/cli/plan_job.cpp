@@ -74,7 +74,7 @@ int plan_job(const PlanJobArgs& a) {
   ModelArgs compute;
   compute.threads = a.threads;
   if (Status s = apply_compute_options(compute); !s.ok()) return report_failure(s);
-  const KernelRates rates = KernelRates::measure();
+  KernelRates rates = KernelRates::measure();  // and the model's experts (forecast_job)
   const bool classify = spec->kind == jobs::JobKind::kClassify;
   const uint64_t memory = spec->memory_bytes.value_or(0);
   JobRunShape shape{spec->model_dir, memory,          classify,    jobs::job_max_context(*spec),
@@ -116,6 +116,7 @@ int plan_job(const PlanJobArgs& a) {
         {"predicted_io_seconds", p.io_seconds},
         {"predicted_compute_seconds", p.compute_seconds},
         {"predicted_element_seconds", p.element_seconds},
+        {"predicted_expert_seconds", p.expert_seconds},
         {"predicted_seconds", p.seconds},
         {"predicted_hours", p.seconds / 3600},
         {"predicted_bytes_per_item", per_item_bytes},

@@ -51,6 +51,7 @@ void add_pass(JobPrediction& p, const PassCostModel& cost, const PassShape& shap
   p.io_seconds += pass.io_seconds;
   p.compute_seconds += pass.compute_seconds;
   p.element_seconds += pass.element_seconds;
+  p.expert_seconds += pass.expert_seconds;
   p.seconds += pass.seconds;
 }
 
@@ -186,8 +187,8 @@ Result<JobWork> remaining_work(const JobRow& job, const std::vector<ItemRow>& it
   return work;
 }
 
-Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape,
-                                 const KernelRates& rates, double bandwidth_gbps) {
+Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, KernelRates& rates,
+                                 double bandwidth_gbps) {
   SchedulerOptions run;  // run's defaults, as the flags change them
   if (shape.prefill_chunk > 0) run.prefill_chunk = shape.prefill_chunk;
   if (shape.io_threads > 0) run.io_threads = shape.io_threads;
@@ -197,6 +198,11 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape,
   NJ_ASSIGN_OR_RETURN(ModelHeaders headers,
                       open_model_headers(shape.model_dir, true, &pack_warning));
   const ModelLayout& layout = *headers.layout;
+  const ModelConfig& c = layout.config();
+  if (c.num_experts > 0 &&
+      (!rates.experts.measured() || rates.experts.latent != c.latent ||
+       rates.experts.moe_inter != c.moe_inter || rates.experts.mxfp4 != c.mxfp4_experts))
+    rates.measure_experts(c);
   JobForecast f;
   const auto items = static_cast<int64_t>(work.items.size());
   f.batch = shape.batch > 0

@@ -58,6 +58,7 @@ struct JobPrediction {
   double disk_bytes = 0, flops = 0;
   double io_seconds = 0, compute_seconds = 0;  // summed over passes, each its own bound
   double element_seconds = 0;                  // compute outside the products (pass_cost.h)
+  double expert_seconds = 0;                   // the routed experts' compute (pass_cost.h)
   double seconds = 0;                          // the load, then Σ per pass (pass_cost.h)
   std::vector<double> finished_at;  // seconds from the start at which each item ends, in order
 
@@ -102,9 +103,11 @@ struct JobForecast {
 Result<JobWork> remaining_work(const JobRow& job, const std::vector<ItemRow>& items,
                                JobRunShape* shape);
 
-// Plans the model for `shape` (headers only) and replays `work` on it. Errors: the model's
-// (not found, unreadable headers) and the planner's (a budget below the minimum).
-Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape,
-                                 const KernelRates& rates, double bandwidth_gbps);
+// Plans the model for `shape` (headers only) and replays `work` on it. Probes `rates`'
+// experts first when they were not measured for this model's expert shape
+// (KernelRates::measure_experts). Errors: the model's (not found, unreadable headers) and
+// the planner's (a budget below the minimum).
+Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, KernelRates& rates,
+                                 double bandwidth_gbps);
 
 }  // namespace nj::runner

@@ -216,9 +216,10 @@ def main():
         for r in rows:
             p = r["plan"]
             print("plan, %-13s disk %.2f GB/s (probe's first half %.2f), reads %.1f s, compute %.1f s "
-                  "(%.1f s outside the products)" % (
+                  "(%.1f s routed experts, %.1f s outside the products)" % (
                       r["label"] + ":", p["bandwidth_gbps"], p["disk_probe"]["first_half_gbps"],
-                      p["predicted_io_seconds"], p["predicted_compute_seconds"], p["predicted_element_seconds"]))
+                      p["predicted_io_seconds"], p["predicted_compute_seconds"],
+                      p.get("predicted_expert_seconds", 0), p["predicted_element_seconds"]))
         one, bat = rows
         bytes_ratio = bat["bytes_per_doc"] / one["bytes_per_doc"]
         speed = bat["docs_per_hour"] / one["docs_per_hour"]

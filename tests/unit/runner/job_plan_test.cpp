@@ -2,6 +2,8 @@
 // (engine/plan/pass_cost.h), on the tiny golden model with kernel rates set by hand.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
 #include "engine/model/tensor_index.h"
@@ -171,6 +173,74 @@ TEST_CASE("the pass cost model counts the work outside the products, by element"
   CHECK_THAT(a.compute_seconds, WithinRel(b.compute_seconds + a.element_seconds, 1e-9));
   CHECK(b.element_seconds == 0);
   CHECK(a.flops == b.flops);
+}
+
+TEST_CASE("the pass cost model costs routed experts by the expert probe", "[job-plan]") {
+  // tiny-mxfp4: 12 MoE layers of 8 experts top-2; matrix products free here.
+  const testing::LoadedLayout f = tiny_mxfp4();
+  const ModelConfig& c = f.layout.config();
+  KernelRates r;
+  r.experts.latent = c.latent;
+  r.experts.moe_inter = c.moe_inter;
+  r.experts.mxfp4 = c.mxfp4_experts;
+  // 100 µs per expert alone (its own region), 10 µs grouped, at every rung up to the last;
+  // the last (128 rows) twice that.
+  r.experts.alone.fill(100e-6);
+  r.experts.grouped.fill(10e-6);
+  r.experts.alone.back() = 200e-6;
+  r.experts.grouped.back() = 20e-6;
+  REQUIRE(r.experts.measured());
+  const ResidencyPlan resident = plan_at(f.layout, 0, 1);
+  const ResidencyPlan minimum = plan_at(f.layout, resident.min_memory_bytes, 1);
+  REQUIRE(minimum.predicted_expert_bytes_per_step > 0);
+
+  // One row routes to top_k = 2 experts in each of the 12 MoE layers: 24 experts.
+  const PassPrediction g = PassCostModel(f.layout, resident, r, 1.0).predict(PassShape{1, 1, 1});
+  CHECK_THAT(g.expert_seconds, WithinRel(12 * 2 * 10e-6, 1e-9));
+  CHECK_THAT(g.compute_seconds, WithinRel(g.expert_seconds, 1e-9));  // nothing else costs
+  // Streamed experts are computed one by one as their reads arrive: each alone.
+  const PassCostModel streamed(f.layout, minimum, r, 1.0);
+  CHECK_THAT(streamed.predict(PassShape{1, 1, 1}).expert_seconds, WithinRel(12 * 2 * 100e-6, 1e-9));
+  // 4 rows: d = 8·(1 − (6/8)^4) distinct experts per layer, each over 4·2/d rows (between
+  // the rungs 1 and 2: flat at 100 µs).
+  const double d = streamed.distinct_experts(4);
+  CHECK_THAT(d, WithinRel(8 * (1 - std::pow(0.75, 4)), 1e-9));
+  CHECK_THAT(streamed.predict(PassShape{4, 1, 10}).expert_seconds,
+             WithinRel(12 * d * 100e-6, 1e-9));
+  // Past the last rung in proportion to the rows: 1024 rows give every expert 256 rows, twice
+  // the last rung's 128.
+  CHECK_THAT(streamed.predict(PassShape{1024, 1, 1024}).expert_seconds,
+             WithinRel(12 * 8 * 2 * 200e-6, 1e-9));
+  // Between rungs, linearly: 112 rows are 3/4 of the way from 64 (100 µs) to 128 (200 µs).
+  CHECK_THAT(r.experts.seconds(false, 112), WithinRel(175e-6, 1e-9));
+
+  // The probe times the experts' SiTU too: it is no longer element work. Without the probe
+  // (another shape) the matrix ladder and the SiTU element work come back.
+  KernelRates situ = r;
+  situ.element.situ = 1e-9;
+  situ.threads = 2;
+  const PassPrediction with =
+      PassCostModel(f.layout, resident, situ, 1.0).predict(PassShape{1, 1, 1});
+  CHECK_THAT(with.element_seconds, WithinRel((96 + 12 * 128) * 1e-9, 1e-9));
+  situ.experts.latent += 1;
+  const PassPrediction without =
+      PassCostModel(f.layout, resident, situ, 1.0).predict(PassShape{1, 1, 1});
+  CHECK_THAT(without.element_seconds, WithinRel((96 + 12 * 128 + 12 * 128 / 2.0) * 1e-9, 1e-9));
+  CHECK(without.expert_seconds == 0);  // the ladder is all zero here
+}
+
+TEST_CASE("the expert probe times the engine's expert path", "[job-plan]") {
+  const testing::LoadedLayout f = tiny_mxfp4();
+  KernelRates r;
+  r.measure_experts(f.layout.config(), 1);
+  REQUIRE(r.experts.measured());
+  CHECK(r.experts.latent == f.layout.config().latent);
+  for (size_t i = 0; i < KernelRates::kExpertRows.size(); ++i) {
+    CHECK(r.experts.alone[i] > 0);
+    CHECK(r.experts.grouped[i] > 0);
+    if (i > 0) CHECK(r.experts.alone[i] >= r.experts.alone[i - 1]);  // never falls with rows
+  }
+  CHECK(r.to_json().contains("expert_us"));
 }
 
 TEST_CASE("kernel rates interpolate between rungs and extrapolate linearly", "[job-plan]") {
