@@ -16,6 +16,9 @@ Steps (README.md in this directory says why each is so):
      triage.yaml's template (prefix computed once per batch and continued), BF16 and MXFP4
      rounding simulated, AdamW, --steps steps, MoE routing balanced by the bias update
      (no auxiliary loss); training stops at --steps, well before the training loss saturates;
+     with --select-every N the model of the best step (from --select-from on, every N steps)
+     on dev.jsonl + heldout.jsonl is kept instead of the last (scoring changes no random
+     stream: the steps' weights are those of a run without it);
   4. export: the checkpoint (export.py) into --out, then the PyTorch forward pass on the
      stored weights: accuracy on the development and held-out sets (and, with --score-test,
      the test set's count only), and the logits on three prompts written to
@@ -25,6 +28,7 @@ Deterministic: the same arguments, PyTorch build and BLAS give the same bytes (s
 generators, torch.use_deterministic_algorithms, a fixed thread count).
 """
 import argparse
+import copy
 import hashlib
 import json
 import math
@@ -239,6 +243,14 @@ def main(argv=None):
     ap.add_argument("--noise", type=float, default=0.1, help="document tokens replaced at random")
     ap.add_argument("--smoothing", type=float, default=0.1,
                     help="label smoothing: keeps the label probabilities away from 0 and 1")
+    ap.add_argument("--hidden", type=int, default=64, help="the model's hidden size")
+    ap.add_argument("--experts", type=int, default=8, help="routed experts per MoE layer")
+    ap.add_argument("--select-every", type=int, default=0, metavar="N",
+                    help="checkpoint selection: every N steps from --select-from on, score the model on "
+                         "dev.jsonl + heldout.jsonl and keep the best (most correct, then lowest "
+                         "log-loss); 0: keep the last step")
+    ap.add_argument("--select-from", type=int, default=300,
+                    help="the first step considered by --select-every")
     ap.add_argument("--threads", type=int, default=1,
                     help="PyTorch threads (1: on a shared 2-core machine a second thread only waits)")
     ap.add_argument("--eval-every", type=int, default=100)
@@ -267,7 +279,7 @@ def main(argv=None):
                  "make_batch feeds one")
     sets = evaluation_sets()
     if a.evaluate:
-        report_accuracy(export.load_checkpoint(K3(Dims(vocab=vocab), a.seed), a.evaluate), task, sets,
+        report_accuracy(export.load_checkpoint(K3(dims_of(a.evaluate), a.seed), a.evaluate), task, sets,
                         a.score_test)
         return
     data = corpus.generate(a.seed, a.corpus)
@@ -281,7 +293,7 @@ def main(argv=None):
     log("corpus: %d tickets, %.1f tokens on average (%.1f s)"
         % (len(train), sum(len(e.ids) for e in train) / len(train), time.time() - t0))
 
-    model = K3(Dims(vocab=vocab), a.seed)
+    model = K3(Dims(vocab=vocab, hidden=a.hidden, experts_n=a.experts), a.seed)
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for n, p in model.named_weights() if p.requires_grad and p.dim() >= 2]
     other = [p for n, p in model.named_weights() if p.requires_grad and p.dim() < 2]
@@ -289,6 +301,8 @@ def main(argv=None):
                              {"params": other, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.98))
     log("model: %d parameters" % sum(p.numel() for p in params))
     rng = random.Random(a.seed)
+    selection = sets["dev"] + sets["heldout"]
+    best = None                                   # (correct, -log-loss, step, state)
     step, epoch_batches = 0, []
     t_train = time.time()
     while step < a.steps:
@@ -315,16 +329,40 @@ def main(argv=None):
             for name, items in (("generated dev", gen_dev), ("dev", sets["dev"])):
                 acc, nll, _ = evaluate(model, task, items)
                 log("  %s: accuracy %.3f, log-loss %.3f" % (name, acc, nll))
+        if a.select_every and step >= a.select_from and (step % a.select_every == 0 or step == a.steps):
+            acc, nll, _ = evaluate(model, task, selection)
+            correct = round(acc * len(selection))
+            log("  selection (dev + held-out): %d/%d, log-loss %.4f" % (correct, len(selection), nll))
+            if best is None or (correct, -nll) > best[:2]:
+                best = (correct, -nll, step, copy.deepcopy(model.state_dict()))
     log("trained %d steps in %.0f s" % (a.steps, time.time() - t_train))
+    if best is not None:
+        model.load_state_dict(best[3])
+        log("selected the model of step %d: dev + held-out %d/%d, log-loss %.4f"
+            % (best[2], best[0], len(selection), -best[1]))
     torch.save(model.state_dict(), os.path.join(a.work, "model.pt"))
 
     summary = export.write_checkpoint(model, a.out)
     log("checkpoint: %s, %.2f MB, %d tensors" % (a.out, summary["disk_bytes"] / 1e6, summary["tensors"]))
-    stored = export.load_checkpoint(K3(Dims(vocab=vocab), a.seed), a.out)
+    stored = export.load_checkpoint(K3(model.d, a.seed), a.out)
     report_accuracy(stored, task, sets, a.score_test)
     write_torch_logits(stored, task, sets, a.logits)
     digest = hashlib.sha256(open(os.path.join(a.out, "model.safetensors"), "rb").read()).hexdigest()
     log("model.safetensors sha256 %s; total %.0f s" % (digest, time.time() - t0))
+
+
+def dims_of(model_dir):
+    """The Dims of a checkpoint written by write_checkpoint (its config.json)."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        c = json.load(f)["text_config"]
+    d = Dims(vocab=c["vocab_size"], hidden=c["hidden_size"], experts_n=c["num_experts"])
+    same = {"num_hidden_layers": d.layers, "num_experts_per_token": d.top_k,
+            "num_shared_experts": d.shared, "routed_expert_hidden_size": d.latent,
+            "moe_intermediate_size": d.moe_inter, "intermediate_size": d.dense_inter}
+    for key, want in same.items():
+        if c[key] != want:
+            sys.exit("train: %s has %s %s; train.py makes only %s" % (model_dir, key, c[key], want))
+    return d
 
 
 def report_accuracy(model, task, sets, score_test):
