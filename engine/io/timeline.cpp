@@ -13,6 +13,8 @@ const char* timeline_kind_name(TimelineKind kind) {
       return "read_start";
     case TimelineKind::kReadEnd:
       return "read_end";
+    case TimelineKind::kDecodeStart:
+      return "decode_start";
     case TimelineKind::kDecodeEnd:
       return "decode_end";
     case TimelineKind::kWaitBegin:

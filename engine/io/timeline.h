@@ -1,7 +1,7 @@
 // A timeline of the streaming pipeline, for diagnosis: when each trunk unit was asked for,
-// when its reads started and ended, when its blocks were decoded, and when the forward pass
-// waited for it and let it go. Off unless a caller passes one in (stream_bench --timeline);
-// recording is one locked push_back per event, a few hundred per token.
+// when its reads started and ended, when its blocks' decoding started and ended, and when the
+// forward pass waited for it and let it go. Off unless a caller passes one in (stream_bench
+// --timeline); recording is one locked push_back per event, a few hundred per token.
 #pragma once
 
 #include <cstdint>
@@ -11,13 +11,14 @@
 namespace nj {
 
 enum class TimelineKind : uint8_t {
-  kSubmit,     // the unit's reads were queued (block -1; arg: 0 urgent, 1 prefetch)
-  kReadStart,  // an I/O thread took a chunk or block off the queue
-  kReadEnd,    // its bytes arrived (for a block held in RAM: at once)
-  kDecodeEnd,  // its `consume` step (decoding) finished
-  kWaitBegin,  // the forward pass asked for the unit (block -1)
-  kWaitEnd,    // ... and had its bytes (block -1)
-  kRelease,    // the forward pass let it go (block -1)
+  kSubmit,       // the unit's reads were queued (block -1; arg: 0 urgent, 1 prefetch)
+  kReadStart,    // an I/O thread took a chunk or block off the queue
+  kReadEnd,      // its bytes arrived (for a block held in RAM: at once)
+  kDecodeStart,  // a decode thread started its `consume` step (decoding)
+  kDecodeEnd,    // ... and finished it
+  kWaitBegin,    // the forward pass asked for the unit (block -1)
+  kWaitEnd,      // ... and had its bytes (block -1)
+  kRelease,      // the forward pass let it go (block -1)
 };
 
 const char* timeline_kind_name(TimelineKind kind);

@@ -56,7 +56,8 @@ void StreamingSource::trace(int unit, TimelineKind kind) const {
 }
 
 std::shared_ptr<ReadTicket> StreamingSource::read_unit_async(const UnitLayout& u, uint8_t* buffer,
-                                                             ReadPriority p, int traced_unit) {
+                                                             ReadPriority p, int traced_unit,
+                                                             std::shared_ptr<DecodeGate> gate) {
   std::vector<ReadRequest> reqs;
   const auto traced = [&](size_t k) {
     ReadTrace t;
@@ -91,16 +92,17 @@ std::shared_ptr<ReadTicket> StreamingSource::read_unit_async(const UnitLayout& u
     } else {
       r.file = files_[e.file].get();
     }
-    r.consume = [this, &u, run, buffer](std::span<const uint8_t> bytes) {
+    r.consume = [this, &u, run, buffer, gate](std::span<const uint8_t> bytes) {
+      uint8_t* dst = gate ? gate->destination() : buffer;
       for (size_t k = run.first; k < run.first + run.count; ++k)
-        NJ_RETURN_IF_ERROR(consume_block(
-            u, k, bytes.subspan(u.blocks[k].stored_offset - run.stored_offset), buffer));
+        NJ_RETURN_IF_ERROR(
+            consume_block(u, k, bytes.subspan(u.blocks[k].stored_offset - run.stored_offset), dst));
       return Status();
     };
     r.trace = traced(i);
     reqs.push_back(std::move(r));
   }
-  return pool_->submit(std::move(reqs), p);
+  return pool_->submit(std::move(reqs), p, std::move(gate));
 }
 
 Status StreamingSource::consume_block(const UnitLayout& u, size_t k,
@@ -210,9 +212,8 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const TensorIndex
 }
 
 Status StreamingSource::await(const std::shared_ptr<ReadTicket>& ticket) {
-  pool_->promote(ticket);  // the caller needs it now
   const double t0 = now_s();
-  Status st = ticket->wait();
+  Status st = pool_->wait(ticket);  // the caller needs it now
   std::lock_guard<std::mutex> lock(mu_);
   stats_.io_wait_s += now_s() - t0;
   return st;
@@ -246,7 +247,7 @@ void StreamingSource::prefetch_after_locked(int u) {
     next = next_streamed(next);
     if (next < 0 || next == u) return;
     bool present = false;
-    for (const auto& slot : ring_) present = present || slot.unit == next;
+    for (const auto& slot : ring_) present = present || slot.unit == next || slot.next_unit == next;
     if (present) continue;
     for (size_t i = 0; i < ring_.size(); ++i) {
       TrunkSlot& slot = ring_[i];
@@ -265,6 +266,47 @@ void StreamingSource::prefetch_after_locked(int u) {
       break;
     }
   }
+  // The first unit after u that has no slot yet, if it is lossless, is read ahead into
+  // staging, to decode into u's slot once u is let go: so the disk does not wait for the
+  // layer's compute to end before it starts on the unit after the next.
+  next = u;
+  for (size_t ahead = 0; ahead < ring_.size(); ++ahead) {
+    next = next_streamed(next);
+    if (next < 0 || next == u) return;
+    bool present = false;
+    for (const auto& slot : ring_) present = present || slot.unit == next || slot.next_unit == next;
+    if (present) continue;
+    if (!can_read_ahead(next)) return;
+    for (TrunkSlot& slot : ring_) {
+      if (slot.unit != u || slot.refs == 0 || slot.next_unit != -1) continue;
+      slot.next_unit = next;
+      slot.next_gate = std::make_shared<DecodeGate>();
+      if (options_.timeline)
+        options_.timeline->record(next, -1, TimelineKind::kSubmit,
+                                  static_cast<int>(ReadPriority::kPrefetch));
+      slot.next_ticket = read_unit_async(unit_layout(next), nullptr, ReadPriority::kPrefetch,
+                                         options_.timeline ? next : -1, slot.next_gate);
+      return;
+    }
+    return;
+  }
+}
+
+bool StreamingSource::can_read_ahead(int u) const {
+  const UnitLayout& ul = unit_layout(u);
+  return !ul.blocks.empty() && !held_buf_[static_cast<size_t>(u)].size();
+}
+
+void StreamingSource::land_read_ahead_locked(size_t from, size_t to) {
+  TrunkSlot& f = ring_[from];
+  TrunkSlot& t = ring_[to];
+  t.unit = f.next_unit;
+  t.ticket = std::move(f.next_ticket);
+  t.layer_view.reset();
+  t.head_view.reset();
+  pool_->open(f.next_gate, t.buf.data());
+  f.next_unit = -1;
+  f.next_gate.reset();
 }
 
 Result<int> StreamingSource::acquire_unit(int u) {
@@ -274,6 +316,16 @@ Result<int> StreamingSource::acquire_unit(int u) {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < ring_.size(); ++i)
       if (ring_[i].unit == u) slot_index = static_cast<int>(i);
+    for (size_t i = 0; i < ring_.size() && slot_index < 0; ++i) {
+      if (ring_[i].next_unit != u) continue;
+      // Read ahead for a slot still in use (its caller holds it): it decodes into a free one.
+      for (size_t j = 0; j < ring_.size() && slot_index < 0; ++j)
+        if (ring_[j].refs == 0) slot_index = static_cast<int>(j);
+      if (slot_index < 0)
+        return internal_error(
+            "trunk ring exhausted: every slot is in use (a caller holds too many layers)");
+      land_read_ahead_locked(i, static_cast<size_t>(slot_index));
+    }
     if (slot_index < 0) {  // not prefetched (first use, or an out-of-order request): read now
       for (size_t i = 0; i < ring_.size() && slot_index < 0; ++i)
         if (ring_[i].refs == 0) slot_index = static_cast<int>(i);
@@ -297,15 +349,15 @@ Result<int> StreamingSource::acquire_unit(int u) {
   std::lock_guard<std::mutex> lock(mu_);
   TrunkSlot& slot = ring_[static_cast<size_t>(slot_index)];
   if (!st.ok()) {
-    slot.refs--;
     slot.unit = -1;  // its bytes are not trustworthy
+    unref_locked(static_cast<size_t>(slot_index));
     return st;
   }
   const ModelConfig& c = layout_.config();
   if (!slot.head_view && !slot.layer_view) {
     if (Status v = verify_locked(u, slot.buf.data()); !v.ok()) {
-      slot.refs--;
       slot.unit = -1;
+      unref_locked(static_cast<size_t>(slot_index));
       return v;
     }
   }
@@ -324,7 +376,12 @@ Result<int> StreamingSource::acquire_unit(int u) {
 void StreamingSource::release_unit(int slot) {
   std::lock_guard<std::mutex> lock(mu_);
   trace(ring_[static_cast<size_t>(slot)].unit, TimelineKind::kRelease);
-  ring_[static_cast<size_t>(slot)].refs--;
+  unref_locked(static_cast<size_t>(slot));
+}
+
+void StreamingSource::unref_locked(size_t slot) {
+  TrunkSlot& s = ring_[slot];
+  if (--s.refs == 0 && s.next_unit != -1) land_read_ahead_locked(slot, slot);
 }
 
 Result<std::shared_ptr<const LayerWeights>> StreamingSource::layer(int l) {
@@ -348,7 +405,7 @@ void StreamingSource::will_need_layer(int l) {
   if (plan_.pinned[static_cast<size_t>(l)] || ring_.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& slot : ring_)
-    if (slot.unit == l) return;
+    if (slot.unit == l || slot.next_unit == l) return;
   for (auto& slot : ring_) {
     if (slot.refs == 0) {
       slot.unit = l;

@@ -76,14 +76,22 @@ class StreamingSource final : public WeightSource {
     std::shared_ptr<const LayerWeights> layer_view;
     std::shared_ptr<const HeadWeights> head_view;
     int refs = 0;
+    // A lossless unit read ahead into staging while this slot is still in use (refs > 0):
+    // its blocks decode here once the slot is let go (DecodeGate). -1: none.
+    int next_unit = -1;
+    std::shared_ptr<ReadTicket> next_ticket;
+    std::shared_ptr<DecodeGate> next_gate;
   };
   StreamingSource(const TensorIndex& index, const ModelLayout& layout, const ResidencyPlan& plan,
                   StreamingOptions options);
   int units() const { return static_cast<int>(plan_.pinned.size()); }
   const UnitLayout& unit_layout(int u) const;
   // `traced_unit` != -1: its reads go on the timeline (if any) under that unit.
+  // With a `gate` (a lossless unit from disk only), its blocks decode into the gate's
+  // destination instead of `buffer` (null).
   std::shared_ptr<ReadTicket> read_unit_async(const UnitLayout& u, uint8_t* buffer, ReadPriority p,
-                                              int traced_unit = -1);
+                                              int traced_unit = -1,
+                                              std::shared_ptr<DecodeGate> gate = nullptr);
   // read_unit_async for trunk unit `unit`, traced on the timeline if there is one.
   std::shared_ptr<ReadTicket> read_trunk_async(int unit, uint8_t* buffer, ReadPriority p);
   void trace(int unit, TimelineKind kind) const;
@@ -95,7 +103,15 @@ class StreamingSource final : public WeightSource {
   // Acquires trunk unit u (waits for its bytes); returns the slot index, or -1 if pinned.
   Result<int> acquire_unit(int u);
   void release_unit(int slot);
+  // One use of the slot less; lands its read-ahead unit there when it was the last.
+  // REQUIRES: mu_ held.
+  void unref_locked(size_t slot);
   void prefetch_after_locked(int u);
+  // Whether trunk unit u can be read ahead into staging (a lossless unit read from disk).
+  bool can_read_ahead(int u) const;
+  // Moves slot `from`'s read-ahead unit into slot `to` (refs 0) and lets it decode there.
+  // REQUIRES: mu_ held.
+  void land_read_ahead_locked(size_t from, size_t to);
   int next_streamed(int u) const;
   Status verify_locked(int u, const uint8_t* bytes);
   // Waits for a read the caller needs now (moving it to the urgent queue); counts the wait.

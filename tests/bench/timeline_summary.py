@@ -5,11 +5,14 @@ For each trunk unit the forward pass waited on, per decoded token:
   lead    submit -> the pass asks for it        (how far ahead its read was queued)
   queue   submit -> its first read starts       (behind other reads, or no free I/O thread)
   read    first read start -> last read end
-  decode  summed block decode time (read end -> decode end, per block)
+  dqueue  summed time its blocks waited for a decode thread (read end -> decode start)
+  decode  summed block decode time (decode start -> end; without decode_start events,
+          from read end)
   ready   submit -> bytes all there (last read or decode end)
   wait    the pass asks -> has the bytes
   hold    has the bytes -> lets it go           (the layer's compute, its expert reads included)
-and per token: the disk's busy time (any read in flight) and the routed experts' reads.
+and per token: the disk's busy time (any read in flight), the routed experts' reads, and the
+time any block was decoding (decode_busy_s).
   timeline_summary.py FILE
 """
 import json
@@ -42,9 +45,14 @@ def main(path):
         evs = [e for e in events if "unit" in e and t0 <= e["t"] < t1]
         # Reads of this token, paired start -> end per (unit, block) in order.
         open_reads, read_spans, expert_spans, decode_s = {}, [], [], 0.0
+        open_decodes, decode_spans = {}, []
         for e in evs:
             key = (e["unit"], e["block"])
-            if e["kind"] == "read_start":
+            if e["kind"] == "decode_start":
+                open_decodes.setdefault(key, []).append(e["t"])
+            elif e["kind"] == "decode_end" and open_decodes.get(key):
+                decode_spans.append((open_decodes[key].pop(0), e["t"]))
+            elif e["kind"] == "read_start":
                 open_reads.setdefault(key, []).append(e["t"])
             elif e["kind"] == "read_end" and open_reads.get(key):
                 a = open_reads[key].pop(0)
@@ -64,13 +72,18 @@ def main(path):
             ends = [e["t"] for e in after if e["kind"] == "read_end"]
             dec_ends = {e["block"]: e["t"] for e in after if e["kind"] == "decode_end"}
             end_by_block = {e["block"]: e["t"] for e in after if e["kind"] == "read_end"}
-            dec = sum(dec_ends[b] - end_by_block[b] for b in dec_ends if b in end_by_block)
+            dec_starts = {e["block"]: e["t"] for e in after if e["kind"] == "decode_start"}
+            dec_starts = {b: dec_starts.get(b, end_by_block.get(b)) for b in dec_ends}
+            dec = sum(dec_ends[b] - dec_starts[b] for b in dec_ends if dec_starts[b] is not None)
+            dq = sum(dec_starts[b] - end_by_block[b] for b in dec_ends
+                     if b in end_by_block and dec_starts[b] is not None)
             decode_s += dec
             ready = max(ends + list(dec_ends.values())) if ends else we
             d = per_unit[u]
             d["lead"].append(wb - sub)
             d["queue"].append((min(starts) - sub) if starts else 0.0)
             d["read"].append((max(ends) - min(starts)) if starts else 0.0)
+            d["dqueue"].append(dq)
             d["decode"].append(dec)
             d["ready"].append(ready - sub)
             d["wait"].append(we - wb)
@@ -83,12 +96,13 @@ def main(path):
             "trunk_read_busy_s": union_s(read_spans),
             "expert_read_busy_s": union_s(expert_spans),
             "decode_thread_s": decode_s,
+            "decode_busy_s": union_s(decode_spans),
         })
     print("per token (median over %d tokens):" % len(per_token))
     for k in per_token[0]:
         print("  %-20s %.4f" % (k, statistics.median(t[k] for t in per_token)))
     print("per trunk unit, ms, medians over tokens:")
-    cols = ["lead", "queue", "read", "decode", "ready", "wait", "hold"]
+    cols = ["lead", "queue", "read", "dqueue", "decode", "ready", "wait", "hold"]
     print("  unit " + " ".join("%7s" % c for c in cols))
     totals = defaultdict(float)
     for u in sorted(per_unit):

@@ -427,7 +427,7 @@ TEST_CASE(
     INFO("unit " << unit);
     // Each use: submit, then the blocks' reads and decodes, then the pass's wait and release.
     double submitted = -1, waited = -1;
-    std::map<int, double> read_started, read_ended;
+    std::map<int, double> read_started, read_ended, decode_started;
     int decoded = 0;
     for (const TimelineEvent& e : es) {
       switch (e.kind) {
@@ -444,9 +444,14 @@ TEST_CASE(
           CHECK(e.t_s >= read_started[e.block]);
           read_ended[e.block] = e.t_s;
           break;
-        case TimelineKind::kDecodeEnd:
+        case TimelineKind::kDecodeStart:
           REQUIRE(read_ended.count(e.block));
           CHECK(e.t_s >= read_ended[e.block]);
+          decode_started[e.block] = e.t_s;
+          break;
+        case TimelineKind::kDecodeEnd:
+          REQUIRE(decode_started.count(e.block));
+          CHECK(e.t_s >= decode_started[e.block]);
           decoded++;
           break;
         case TimelineKind::kWaitBegin:

@@ -3,6 +3,14 @@
 // memory one I/O thread takes for them (engine/io/read_pool.h).
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
 #include "engine/io/read_pool.h"
 #include "engine/pack/stored_unit.h"
 
@@ -70,6 +78,81 @@ TEST_CASE("an I/O thread's staging for runs of 1 MiB and more is whole huge page
   CHECK(staging_buffer_bytes(4u << 20) == 4u << 20);
   CHECK(staging_buffer_bytes((4u << 20) - 4096) == 4u << 20);
   CHECK(staging_buffer_bytes(9000000) == 10u << 20);
+}
+
+}  // namespace
+}  // namespace nj
+
+namespace nj {
+namespace {
+
+// A file of `n` bytes, byte i = i % 251, removed at the end of the test.
+struct PatternFile {
+  std::string path;
+  explicit PatternFile(size_t n) {
+    char name[] = "/tmp/nightjar-readpool-XXXXXX";
+    const int fd = ::mkstemp(name);
+    REQUIRE(fd >= 0);
+    path = name;
+    std::vector<uint8_t> bytes(n);
+    for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(i % 251);
+    REQUIRE(::write(fd, bytes.data(), n) == static_cast<ssize_t>(n));
+    ::close(fd);
+  }
+  ~PatternFile() { ::unlink(path.c_str()); }
+};
+
+TEST_CASE(
+    "a gated batch is read ahead but decoded only once its gate opens, into the gate's "
+    "destination; one never opened is dropped when the pool stops",
+    "[engine][pack][lossless]") {
+  const size_t block = 64 << 10;
+  PatternFile f(8 * block);
+  auto file = open_random_access(f.path, IoMode::kBuffered);
+  REQUIRE(file.ok());
+  std::atomic<int> decoded{0};
+  std::vector<uint8_t> out(4 * block, 0);
+  auto gated = [&](size_t first, const std::shared_ptr<DecodeGate>& gate) {
+    std::vector<ReadRequest> reqs;
+    for (size_t k = first; k < first + 4; ++k) {
+      ReadRequest r;
+      r.file = file->get();
+      r.offset = k * block;
+      r.length = block;
+      r.consume = [&decoded, gate, k, first, block](std::span<const uint8_t> bytes) {
+        std::copy(bytes.begin(), bytes.end(), gate->destination() + (k - first) * block);
+        decoded++;
+        return Status();
+      };
+      reqs.push_back(std::move(r));
+    }
+    return reqs;
+  };
+  auto gate = std::make_shared<DecodeGate>();
+  auto ahead = std::make_shared<DecodeGate>();
+  std::shared_ptr<ReadTicket> dropped;
+  {
+    auto pool = ReadPool::create(8, 4u << 20, block, 2);
+    REQUIRE(pool.ok());
+    auto ticket = (*pool)->submit(gated(0, gate), ReadPriority::kPrefetch, gate);
+    // Reads go on, but nothing decodes while the gate is closed.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((*pool)->counters().bytes < 4 * block && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK((*pool)->counters().bytes == 4 * block);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CHECK(decoded == 0);
+    CHECK(!ticket->done());
+    (*pool)->open(gate, out.data());
+    REQUIRE((*pool)->wait(ticket).ok());
+    CHECK(decoded == 4);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i] != static_cast<uint8_t>(i % 251)) FAIL("byte " << i << " differs");
+    dropped = (*pool)->submit(gated(4, ahead), ReadPriority::kPrefetch, ahead);
+  }  // the pool stops with `ahead` never opened
+  CHECK(dropped->done());
+  CHECK(dropped->wait().code() == StatusCode::kCancelled);
+  CHECK(decoded == 4);
 }
 
 }  // namespace
