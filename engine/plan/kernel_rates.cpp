@@ -31,26 +31,33 @@ struct ProbeMatrix {
 
 // Weights of no particular meaning, quickly: a 64-bit generator, 8 bytes per step. BF16
 // elements get exponents near 1 (never NaN or infinite); MXFP4 scale codes 120..127.
-ProbeMatrix make_matrix(ops::MatFormat format, int rows, int cols) {
-  ProbeMatrix m;
-  uint64_t state = 0x9E3779B97F4A7C15ull;
-  auto next = [&state] {
+void fill_weights(uint8_t* bytes, size_t n, bool mxfp4, uint64_t seed) {
+  uint64_t state = seed | 1;
+  const uint64_t mask = mxfp4 ? ~0ull : 0x807F807F807F807Full;
+  const uint64_t bits = mxfp4 ? 0 : 0x3C003C003C003C00ull;
+  for (size_t i = 0; i + 8 <= n; i += 8) {
     state ^= state << 13;
     state ^= state >> 7;
     state ^= state << 17;
-    return state;
-  };
+    const uint64_t v = (state & mask) | bits;
+    std::memcpy(bytes + i, &v, 8);
+  }
+}
+
+// MXFP4 scale codes into 120..127 (E8M0 factors near 1), from whatever bytes they hold.
+void tame_scales(uint8_t* codes, size_t n) {
+  for (size_t i = 0; i < n; ++i) codes[i] = static_cast<uint8_t>(120 + (codes[i] & 7));
+}
+
+ProbeMatrix make_matrix(ops::MatFormat format, int rows, int cols) {
+  ProbeMatrix m;
   const bool mxfp4 = format == ops::MatFormat::kMxfp4;
   m.data.resize(static_cast<size_t>(rows) * cols * (mxfp4 ? 1 : 4) / 2);
-  const uint64_t mask = mxfp4 ? ~0ull : 0x807F807F807F807Full;
-  const uint64_t bits = mxfp4 ? 0 : 0x3C003C003C003C00ull;
-  for (size_t i = 0; i + 8 <= m.data.size(); i += 8) {
-    const uint64_t v = (next() & mask) | bits;
-    std::memcpy(m.data.data() + i, &v, 8);
-  }
+  fill_weights(m.data.data(), m.data.size(), mxfp4, 0x9E3779B97F4A7C15ull);
   if (mxfp4) {
     m.scales.resize(static_cast<size_t>(rows) * cols / 32);
-    for (uint8_t& s : m.scales) s = static_cast<uint8_t>(120 + next() % 8);
+    fill_weights(m.scales.data(), m.scales.size(), true, 0x2545F4914F6CDD1Dull);
+    tame_scales(m.scales.data(), m.scales.size());
   }
   m.ref.format = format;
   m.ref.rows = rows;
@@ -177,18 +184,18 @@ KernelRates::ElementRates measure_elements(int repeats, std::mt19937& rng) {
   return e;
 }
 
-// Weights of no particular meaning written into `bytes` (the generator of make_matrix).
-void fill_weights(uint8_t* bytes, size_t n, bool mxfp4, uint64_t seed) {
-  uint64_t state = seed | 1;
-  const uint64_t mask = mxfp4 ? ~0ull : 0x807F807F807F807Full;
-  const uint64_t bits = mxfp4 ? 0 : 0x3C003C003C003C00ull;
-  for (size_t i = 0; i + 8 <= n; i += 8) {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    const uint64_t v = (state & mask) | bits;
-    std::memcpy(bytes + i, &v, 8);
-  }
+// The value of a probed ladder (ladder[i] at rungs[i] rows) at `rows` > 0: linear between
+// rungs; a fraction of the first rung costs the whole rung; past the last rung the work runs
+// at that rung's throughput, so the value grows with the rows.
+template <size_t N>
+double on_ladder(const std::array<int, N>& rungs, const std::array<double, N>& ladder,
+                 double rows) {
+  if (rows >= rungs[N - 1]) return ladder[N - 1] * rows / rungs[N - 1];
+  if (rows <= rungs[0]) return ladder[0];
+  size_t hi = 1;
+  while (rows > rungs[hi]) ++hi;
+  const double r0 = rungs[hi - 1], r1 = rungs[hi];
+  return ladder[hi - 1] + (ladder[hi] - ladder[hi - 1]) * (rows - r0) / (r1 - r0);
 }
 
 // Above the caches here: the experts a probe cycles through (a streamed pass reads each
@@ -199,14 +206,7 @@ constexpr size_t kExpertProbeBytes = 96u << 20;
 
 double KernelRates::ExpertRates::seconds(bool grouped_experts, double rows) const {
   if (rows <= 0) return 0;
-  const auto& ladder = grouped_experts ? grouped : alone;
-  const size_t n = kExpertRows.size();
-  if (rows >= kExpertRows[n - 1]) return ladder[n - 1] * rows / kExpertRows[n - 1];
-  if (rows <= kExpertRows[0]) return ladder[0];  // a fraction of a row costs a whole row
-  size_t hi = 1;
-  while (rows > kExpertRows[hi]) ++hi;
-  const double r0 = kExpertRows[hi - 1], r1 = kExpertRows[hi];
-  return ladder[hi - 1] + (ladder[hi] - ladder[hi - 1]) * (rows - r0) / (r1 - r0);
+  return on_ladder(kExpertRows, grouped_experts ? grouped : alone, rows);
 }
 
 void KernelRates::measure_experts(const ModelConfig& c, int repeats) {
@@ -223,12 +223,11 @@ void KernelRates::measure_experts(const ModelConfig& c, int repeats) {
   // resident source's layers).
   AlignedBuffer bytes(per_expert * static_cast<size_t>(count), PageSize::kHuge);
   fill_weights(bytes.data(), bytes.size(), mxfp4, 0x9E3779B97F4A7C15ull);
-  if (mxfp4)  // E8M0 scale codes 120..127
+  if (mxfp4)
     for (int e = 0; e < count; ++e)
-      for (int m = 0; m < 3; ++m) {
-        uint8_t* s = bytes.data() + static_cast<size_t>(e) * per_expert + m * per_matrix + data;
-        for (size_t i = 0; i < scales; ++i) s[i] = static_cast<uint8_t>(120 + (s[i] & 7));
-      }
+      for (int m = 0; m < 3; ++m)
+        tame_scales(bytes.data() + static_cast<size_t>(e) * per_expert + m * per_matrix + data,
+                    scales);
   std::vector<ExpertWeights> w(static_cast<size_t>(count));
   for (int e = 0; e < count; ++e) {
     MatRef* m[3] = {&w[static_cast<size_t>(e)].w1, &w[static_cast<size_t>(e)].w3,
@@ -311,16 +310,7 @@ KernelRates KernelRates::measure(int repeats) {
 
 double KernelRates::seconds(ops::MatFormat format, double elements, double rows) const {
   if (rows <= 0 || elements <= 0) return 0;
-  const auto& ladder = per_element[index(format)];
-  const size_t n = kRows.size();
-  // Past the last rung the kernels run at that rung's throughput: time grows with the rows.
-  if (rows >= kRows[n - 1]) return ladder[n - 1] * rows / kRows[n - 1] * elements;
-  if (rows <= kRows[0]) return ladder[0] * elements;  // a fraction of a row costs a whole read
-  size_t hi = 1;
-  while (rows > kRows[hi]) ++hi;
-  const double r0 = kRows[hi - 1], r1 = kRows[hi];
-  const double per = ladder[hi - 1] + (ladder[hi] - ladder[hi - 1]) * (rows - r0) / (r1 - r0);
-  return per * elements;
+  return on_ladder(kRows, per_element[index(format)], rows) * elements;
 }
 
 double KernelRates::gflops(ops::MatFormat format, double rows) const {
