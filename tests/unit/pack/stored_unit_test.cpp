@@ -106,7 +106,7 @@ TEST_CASE(
     "a gated batch is read ahead but decoded only once its gate opens, into the gate's "
     "destination; one never opened is dropped when the pool stops",
     "[engine][pack][lossless]") {
-  const size_t block = 64 << 10;
+  constexpr size_t block = 64 << 10;
   PatternFile f(8 * block);
   auto file = open_random_access(f.path, IoMode::kBuffered);
   REQUIRE(file.ok());
@@ -119,7 +119,7 @@ TEST_CASE(
       r.file = file->get();
       r.offset = k * block;
       r.length = block;
-      r.consume = [&decoded, gate, k, first, block](std::span<const uint8_t> bytes) {
+      r.consume = [&decoded, gate, k, first](std::span<const uint8_t> bytes) {
         std::copy(bytes.begin(), bytes.end(), gate->destination() + (k - first) * block);
         decoded++;
         return Status();
