@@ -151,6 +151,9 @@ inline float mxfp4_row(const uint8_t* row, const uint8_t* scales, const float* x
 
 // One row per pass: two accumulators and the chunk's temporaries fit the 16 ymm registers.
 constexpr int kMxfp4Rows = 1;
+// Each token row decodes its chunks itself: from 2 token rows on the tiles run (kTileMinTokens).
+constexpr int kMxfp4Tokens = 1;
+constexpr int kMxfp4TokenRows = 1;
 template <int R>
 inline void mxfp4_rows(const uint8_t* const* rows, const uint8_t* const* scales, const float* xa,
                        int nblocks, const uint8_t* /*ahead*/, float* out) {

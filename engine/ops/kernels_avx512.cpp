@@ -185,6 +185,81 @@ inline void mxfp4_rows(const uint8_t* const* rows, const uint8_t* const* scales,
 // Rows per pass (measured best; see mxfp4_rows).
 constexpr int kMxfp4Rows = 4;
 
+// R MXFP4 rows against TT token rows (token t's arranged activations at xa + t * xs), the few
+// rows an expert gets in a batch: each chunk's nibble vectors are decoded (a shift and a
+// permute) once for the TT token rows, all in registers; each pair's operations are exactly
+// mxfp4_rows's. out[t * R + k] is pair (row k, token t).
+// Measured (one thread, median thread CPU time, a [1024][1024] matrix as bench-8g's experts,
+// activations 64-byte aligned as prepare_x leaves them, load ~9): T = 2 / 3 / 4 / 6 token rows
+// 0.037 / 0.046 / 0.063-0.078 / 0.07-0.11 ms against 0.046 / 0.067-0.080 / 0.09-0.11 /
+// 0.13-0.16 ms for mxfp4_rows<4> token row by token row. Groups of 3 or 5 at most measured no
+// better than 4; 2 rows per pass slower (T = 3: 0.063 ms; 16 partial sums, 8 accumulators and
+// the decoded vector outgrow the registers). With activations not aligned to a cache line
+// (each of a chunk's 8 loads per token row then touches two lines) this kernel lost to
+// mxfp4_rows (T = 3: 0.086 ms), which loads each activation vector once for 4 rows.
+template <int R, int TT>
+inline void mxfp4_rows_tokens(const uint8_t* const* rows, const uint8_t* const* scales,
+                              const float* xa, size_t xs, int nblocks, const uint8_t* ahead,
+                              float* out) {
+  const __m512 lut = _mm512_loadu_ps(kE2M1);
+  const __m512i quad = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  const int chunks = nblocks / 4;
+  __m512 acc[R][TT], factors[R];
+  const float* x[TT];  // each token's activations at the current chunk
+#pragma GCC unroll 16
+  for (int t = 0; t < TT; ++t) x[t] = xa + xs * static_cast<size_t>(t);
+#pragma GCC unroll 16
+  for (int k = 0; k < R; ++k)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) acc[k][t] = _mm512_setzero_ps();
+  for (int c = 0; c < chunks; ++c) {
+#pragma GCC unroll 16
+    for (int k = 0; k < R; ++k)
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * static_cast<size_t>(R * c + k)),
+                   _MM_HINT_T0);
+    if (c % 4 == 0)
+#pragma GCC unroll 16
+      for (int k = 0; k < R; ++k) factors[k] = mxfp4_factors16(scales[k] + 4 * c, nblocks - 4 * c);
+    const __m512i pick = _mm512_add_epi32(quad, _mm512_set1_epi32(4 * (c % 4)));
+#pragma GCC unroll 16
+    for (int k = 0; k < R; ++k) {
+      const __m512i d = _mm512_loadu_si512(rows[k] + 64 * static_cast<size_t>(c));
+      __m512 s[2][TT];
+#pragma GCC unroll 8
+      for (int n = 0; n < 8; ++n) {
+        const __m512 w = _mm512_permutexvar_ps(n == 0 ? d : _mm512_srli_epi32(d, 4 * n), lut);
+#pragma GCC unroll 16
+        for (int t = 0; t < TT; ++t) {
+          const __m512 xv = _mm512_loadu_ps(x[t] + 16 * n);
+          s[n % 2][t] = n < 2 ? _mm512_mul_ps(w, xv) : _mm512_fmadd_ps(w, xv, s[n % 2][t]);
+        }
+      }
+      const __m512 f = _mm512_permutexvar_ps(pick, factors[k]);
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t)
+        acc[k][t] = _mm512_fmadd_ps(_mm512_add_ps(s[0][t], s[1][t]), f, acc[k][t]);
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) x[t] += 128;
+  }
+#pragma GCC unroll 16
+  for (int k = 0; k < R; ++k)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) {
+      if (4 * chunks == nblocks) {
+        out[t * R + k] = reduce16(acc[k][t]);
+        continue;
+      }
+      alignas(64) float s[16];
+      _mm512_store_ps(s, acc[k][t]);
+      mxfp4_chunk_lanes(rows[k], scales[k], xa + xs * static_cast<size_t>(t), chunks, nblocks, s);
+      out[t * R + k] = reduce16(s);
+    }
+}
+// Token rows decoded together by mxfp4_rows_tokens, and its rows per pass (measured best).
+constexpr int kMxfp4Tokens = 4;
+constexpr int kMxfp4TokenRows = 1;
+
 // --- Tiles: many token rows per pass (kernels_tiles.inc) ---
 
 inline float reduce_lanes(const float* s) {
@@ -200,8 +275,9 @@ inline constexpr int kTileRows = F == MatFormat::kMxfp4 ? 8 : 4;
 template <MatFormat F>
 inline constexpr int kTileTokens = F == MatFormat::kMxfp4 ? 1 : 6;
 // From how many token rows on the tiles beat the row kernels (measured at T = 2..16 on a
-// [4096][7168] matrix): BF16 and F16 from 3, F32 from 4; MXFP4's row kernel, which decodes in
-// registers, is as fast as the tiles up to T = 8.
+// [4096][7168] matrix): BF16 and F16 from 3, F32 from 4; MXFP4's row kernels, which decode in
+// registers (mxfp4_rows_tokens: groups of up to 4 token rows), match the tiles at T = 8 and
+// lose from 12 on ([1024][1024]: T = 16 0.51 ms against 0.30).
 template <MatFormat F>
 inline constexpr int kTileMinTokens = F == MatFormat::kMxfp4 ? 8
                                       : F == MatFormat::kF32 ? 4
