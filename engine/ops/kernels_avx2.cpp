@@ -154,6 +154,7 @@ constexpr int kMxfp4Rows = 1;
 // Each token row decodes its chunks itself: from 2 token rows on the tiles run (kTileMinTokens).
 constexpr int kMxfp4Tokens = 1;
 constexpr int kMxfp4TokenRows = 1;
+constexpr size_t kMxfp4GroupBytes = 0;
 template <int R>
 inline void mxfp4_rows(const uint8_t* const* rows, const uint8_t* const* scales, const float* xa,
                        int nblocks, const uint8_t* /*ahead*/, float* out) {

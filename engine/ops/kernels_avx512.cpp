@@ -257,8 +257,16 @@ inline void mxfp4_rows_tokens(const uint8_t* const* rows, const uint8_t* const* 
     }
 }
 // Token rows decoded together by mxfp4_rows_tokens, and its rows per pass (measured best).
+// A group's activations must stay in L1 while a row's chunks are walked: with one weight row
+// per pass every chunk reads 512 bytes per token row, where mxfp4_rows shares each load among
+// 4 rows. Wide rows therefore stay token row by token row: [4096][7168] (28 KB per token row)
+// measured 2.2 / 3.4 ms at T = 2 / 3 in groups against 1.5 / 2.1 ms (`kernel_bench --only
+// tokens --formats mxfp4 --threads 1`); the engine's expert probe at bench-8g's [1024][1024]
+// (`pass_cost_bench`, KernelRates' grouped experts, 2 threads, three alternating runs at load
+// 9-10): 3 / 4 token rows 122-123 / 147-181 us per expert against 150-155 / 192-257.
 constexpr int kMxfp4Tokens = 4;
 constexpr int kMxfp4TokenRows = 1;
+constexpr size_t kMxfp4GroupBytes = 16 << 10;
 
 // --- Tiles: many token rows per pass (kernels_tiles.inc) ---
 

@@ -277,13 +277,13 @@ TEST_CASE("MXFP4 products of 2 to 7 token rows equal the per-row reference on ev
           "[engine][ops][tiles]") {
   // The few-token-row products the MoE's experts get with a batch (8 sequences x top-8 over 192
   // experts: 1-3 rows each): AVX-512 takes them in groups of up to 4 token rows that share each
-  // decoded chunk (below its tile threshold of 8), AVX2 by tiles, scalar row by row. Block counts
-  // give whole chunks (4, 36), a partial last chunk (1, 3, 5, 37: one to three blocks) and more
-  // than 16 blocks (a partial group of scale codes); strides wider than the rows; row ranges that
-  // start and end inside the 4-row groups of one token row. Each (weight row, token row) pair must
-  // give the scalar row-at-a-time bits, through the row kernels and through the threaded matmul
-  // with 1 and 2 threads (the wide matrices are large enough for ops::matmul to split them from
-  // T = 3 on).
+  // decoded chunk (as many as have 16 KiB of activations: 4 to 3 here; below its tile threshold of
+  // 8), AVX2 by tiles, scalar row by row. Block counts give whole chunks (4, 36), a partial last
+  // chunk (1, 3, 5, 37: one to three blocks) and more than 16 blocks (a partial group of scale
+  // codes); strides wider than the rows; row ranges that start and end inside the 4-row groups of
+  // one token row. Each (weight row, token row) pair must give the scalar row-at-a-time bits,
+  // through the row kernels and through the threaded matmul with 1 and 2 threads (the wide matrices
+  // are large enough for ops::matmul to split them from T = 3 on).
   Rng rng(31);
   const SimdLevel before = active_simd_level();
   const int threads_before = omp_get_max_threads();
