@@ -17,16 +17,6 @@ const char* mat_format_name(MatFormat f) {
   return "?";
 }
 
-size_t MatRef::row_bytes() const {
-  switch (format) {
-    case MatFormat::kF32: return static_cast<size_t>(cols) * 4;
-    case MatFormat::kBF16:
-    case MatFormat::kF16: return static_cast<size_t>(cols) * 2;
-    case MatFormat::kMxfp4: return static_cast<size_t>(cols) / 2;
-  }
-  return 0;
-}
-
 size_t MatRef::bytes() const {
   size_t b = row_bytes() * static_cast<size_t>(rows);
   if (format == MatFormat::kMxfp4) b += static_cast<size_t>(rows) * static_cast<size_t>(cols / 32);
