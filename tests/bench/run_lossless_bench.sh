@@ -12,8 +12,11 @@
 # budget, after the same probe (at every budget, or those of --kimi-budgets). The machine's
 # load (uptime) is printed before and after.
 #   tests/bench/run_lossless_bench.sh [--model DIR] [--packs DIR] [--tokens N] [--rounds N]
-#       [--budgets "420MiB 1GiB 2GiB"] [--kimi K3_BIN --kimi-raw DIR --kimi-lossless DIR
-#       [--kimi-budgets "420MiB"]]
+#       [--budgets "420MiB 1GiB 2GiB"] [--threads N] [--kimi K3_BIN --kimi-raw DIR
+#       --kimi-lossless DIR [--kimi-budgets "420MiB"]]
+# --threads fixes the compute threads of every decode run; by default each run calibrates
+# them as the nightjar program does (one thread unless two measure >= 1.6x as fast), which on
+# a loaded host can differ between the runs being compared (the table shows what each used).
 # --model defaults to build/bench-models/bench-8g (../shared/tools/make_bench_ckpt.py);
 # packs are written under --packs (default build/bench-packs) when missing. Needs a build
 # (build/runner/nightjar, build/tests/bench/{stream,codec}_bench) and root for dropping the
@@ -25,7 +28,7 @@ packs=build/bench-packs
 tokens=6
 rounds=3
 budgets="420MiB 1GiB 2GiB"
-kimi="" kimi_raw="" kimi_lossless="" kimi_budgets=""
+kimi="" kimi_raw="" kimi_lossless="" kimi_budgets="" threads=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model=$2; shift 2 ;;
@@ -33,12 +36,13 @@ while [ $# -gt 0 ]; do
     --tokens) tokens=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --budgets) budgets=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
     --kimi) kimi=$2; shift 2 ;;
     --kimi-raw) kimi_raw=$2; shift 2 ;;
     --kimi-lossless) kimi_lossless=$2; shift 2 ;;
     --kimi-budgets) kimi_budgets=$2; shift 2 ;;
     *) echo "usage: $0 [--model DIR] [--packs DIR] [--tokens N] [--rounds N] [--budgets LIST]" \
-            "[--kimi K3_BIN --kimi-raw DIR --kimi-lossless DIR [--kimi-budgets LIST]]" >&2; exit 2 ;;
+            "[--threads N] [--kimi K3_BIN --kimi-raw DIR --kimi-lossless DIR [--kimi-budgets LIST]]" >&2; exit 2 ;;
   esac
 done
 kimi_budgets=${kimi_budgets:-$budgets}
@@ -98,7 +102,7 @@ for m in $budgets; do
       drop_caches
       OMP_WAIT_POLICY=passive "$stream" --model "$model" --pack "$packs/$c" --memory "$m" \
         --tokens "$tokens" --bandwidth "$gbps" --pin-compressed "$pin" \
-        > "$out/run-$m-$c-$pin-$r.json"
+        ${threads:+--threads "$threads"} > "$out/run-$m-$c-$pin-$r.json"
     done
   done
   if [ -n "$kimi" ] && [[ " $kimi_budgets " == *" $m "* ]]; then
@@ -137,8 +141,8 @@ for level in ["scalar", "avx2", "avx512"]:
         level, x["decode_gbps_wall"], x["memcpy_gbps_wall"], x["ratio_wall"], x["ratio_wall_min"],
         x["ratio_wall_max"], x["decode_gbps_cpu"], x["memcpy_gbps_cpu"], x["ratio_cpu"]))
 print("\n## Decoding from disk, cold cache: medians over %d rounds (each a median over the decoded tokens)\n" % len(rounds))
-print("| budget | pack | pinned | held compressed | s/token | / raw (median of rounds' ratios) [min-max] | trunk MB/token (read) | / raw | trunk raw MB/token | decode s/token | CPU s/token (all threads) | seq O_DIRECT | wall / I/O floor (all bytes) | peak RSS |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| budget | pack | pinned | held compressed | s/token | / raw (median of rounds' ratios) [min-max] | trunk MB/token (read) | / raw | trunk raw MB/token | decode s/token | CPU s/token (all threads) | seq O_DIRECT | wall / I/O floor (all bytes) | peak RSS | compute threads |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 med = statistics.median
 for b in budgets.split():
     seq = [load("seq-%s-%d.json" % (b, r))["seq_direct_gbps"] for r in rounds]
@@ -154,7 +158,8 @@ for b in budgets.split():
         trunk = med([x["median_trunk_bytes_per_token"] for x in xs])
         trunk_raw = med([x["median_trunk_bytes_per_token"] for x in raw])
         label = name if name == "raw" else "lossless, pin-compressed %s" % pin
-        print("| %s | %s | %.0f MB | %.0f MB | %.3f | %.3f [%.3f-%.3f] | %.1f | %.3f | %.1f | %.3f | %.3f | %.2f GB/s | %s | %.0f MB |" % (
+        threads = sorted({x.get("compute_threads", 0) for x in xs})
+        print("| %s | %s | %.0f MB | %.0f MB | %.3f | %.3f [%.3f-%.3f] | %.1f | %.3f | %.1f | %.3f | %.3f | %.2f GB/s | %s | %.0f MB | %s |" % (
             b, label, x["pinned_bytes"] / 1e6, x["held_bytes"] / 1e6,
             med([x["median_s_per_token"] for x in xs]), med(ratios), min(ratios), max(ratios),
             trunk / 1e6, trunk / trunk_raw if trunk_raw else 0,
@@ -162,7 +167,7 @@ for b in budgets.split():
             med([x["decode_s_per_token"] for x in xs]),
             med([x.get("cpu_s_per_token", 0) for x in xs]), med(seq),
             "%.2f" % med([x["median_s_per_token"] / f for x, f in zip(xs, floors)]) if min(floors) > 0 else "-",
-            max(x["peak_rss_bytes"] for x in xs) / 1e6))
+            max(x["peak_rss_bytes"] for x in xs) / 1e6, "/".join(str(t) for t in threads)))
 if kimi:
     print("\n## kimi-k3-in-c on the same model, same budgets, after the same probe\n")
     print("| budget | trunk | s/token (median of steps after the first) | trunk GB read per step | peak RSS |")

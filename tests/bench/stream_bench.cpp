@@ -3,6 +3,7 @@
 //   stream_bench --model DIR --memory SIZE|min|all [--tokens N] [--prompt N] [--bandwidth GBps]
 //                [--routing-profile F] [--save-routing-profile F]
 //                [--pack DIR | --no-pack] [--pin-compressed auto|yes|no] [--decode-gbps X]
+//                [--threads N]      compute threads (default: calibrated, as nightjar)
 //                [--timeline FILE]  the decoded tokens' pipeline events, one JSON line each
 //                                   (timeline_summary.py reads them)
 //   stream_bench --model DIR --seq-probe     sequential O_DIRECT read of every model file
@@ -32,13 +33,12 @@ using namespace nj;
 
 int main(int argc, char** argv) {
   reexec_with_passive_omp_wait(argv);
-  omp_set_num_threads(calibrate_compute_threads());  // as the nightjar program does
   std::string dir, memory = "all", profile_in, profile_out, pack_dir, pin = "auto", probe_file,
                    timeline_out;
   bool seq_probe = false, no_pack = false;
   double decode_gbps = 0;
   int chunk_kib = 0, io_threads = 0, ring_slots = 2, min_experts = 2;
-  int tokens = 12, prompt_len = 4;
+  int tokens = 12, prompt_len = 4, threads = 0;
   double bandwidth = 2.6;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -87,11 +87,16 @@ int main(int argc, char** argv) {
       probe_file = v;
     else if (flag == "--timeline")
       timeline_out = v;
+    else if (flag == "--threads")
+      threads = std::atoi(v);
     else {
       std::fprintf(stderr, "stream_bench: unknown flag %s\n", flag.c_str());
       return 2;
     }
   }
+  // As the nightjar program does: --threads, or one thread unless two measure >= 1.6x as fast
+  // (on a loaded host the measurement varies from run to run; comparisons should fix it).
+  omp_set_num_threads(threads > 0 ? threads : calibrate_compute_threads());
   if (!probe_file.empty()) {  // the device as a pack file sees it: O_DIRECT, cold
     auto f = open_random_access(probe_file, IoMode::kBuffered);
     if (!f.ok()) return 1;
@@ -270,6 +275,7 @@ int main(int argc, char** argv) {
   j["peak_rss_bytes"] = peak_rss_bytes();
   j["planned_bytes"] = plan.total_bytes();
   j["tokens"] = tokens;
+  j["compute_threads"] = omp_get_max_threads();
   j["hit_rate_model"] = plan.routing_profile_used ? "routing profile" : "uniform routing";
   std::printf("%s\n", j.dump().c_str());
   if (!profile_out.empty()) {

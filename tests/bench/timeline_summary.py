@@ -11,8 +11,11 @@ For each trunk unit the forward pass waited on, per decoded token:
   ready   submit -> bytes all there (last read or decode end)
   wait    the pass asks -> has the bytes
   hold    has the bytes -> lets it go           (the layer's compute, its expert reads included)
-and per token: the disk's busy time (any read in flight), the routed experts' reads, and the
-time any block was decoding (decode_busy_s).
+and per token: the disk's busy time (any read in flight), the routed experts' reads, the
+time any block was decoding (decode_busy_s), and the time between letting a unit go and
+asking for the next one: between_s, of which between_pinned_s where the pass computed a
+pinned layer in between (the next unit asked for is not the one after), the rest being the
+pass's own time between layers (on a loaded host: waiting for a CPU).
   timeline_summary.py FILE
 """
 import json
@@ -89,6 +92,18 @@ def main(path):
             d["wait"].append(we - wb)
             d["hold"].append((rel[0] - we) if rel else 0.0)
             waits += we - wb
+        marks = sorted((e["t"], e["kind"], e["unit"]) for e in evs
+                       if e["kind"] in ("release", "wait_begin"))
+        between, between_pinned, last = 0.0, 0.0, None
+        for t, kind, u in marks:
+            if kind == "release":
+                last = (t, u)
+            elif last is not None:
+                gap = t - last[0]
+                between += gap
+                if u != last[1] + 1:
+                    between_pinned += gap
+                last = None
         per_token.append({
             "s": t1 - t0,
             "trunk_wait_s": waits,
@@ -97,6 +112,8 @@ def main(path):
             "expert_read_busy_s": union_s(expert_spans),
             "decode_thread_s": decode_s,
             "decode_busy_s": union_s(decode_spans),
+            "between_s": between,
+            "between_pinned_s": between_pinned,
         })
     print("per token (median over %d tokens):" % len(per_token))
     for k in per_token[0]:
