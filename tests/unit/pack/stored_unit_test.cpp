@@ -106,7 +106,7 @@ TEST_CASE(
     "a gated batch is read ahead but decoded only once its gate opens, into the gate's "
     "destination; one never opened is dropped when the pool stops",
     "[engine][pack][lossless]") {
-  constexpr size_t block = 64 << 10;
+  static constexpr size_t block = 64 << 10;  // static: GCC wants no capture of it either
   PatternFile f(8 * block);
   auto file = open_random_access(f.path, IoMode::kBuffered);
   REQUIRE(file.ok());
