@@ -264,6 +264,11 @@ def main(argv=None):
     ap.add_argument("--evaluate", metavar="MODEL_DIR",
                     help="train nothing: score the checkpoint in MODEL_DIR (a finished run's --out) as a "
                          "run does after training, --score-test included; writes no model and no logits")
+    ap.add_argument("--ema", type=float, default=0.0, metavar="DECAY",
+                    help="with --select-every: also keep a running average of the weights (decay "
+                         "DECAY per step, e.g. 0.99), score it at the same steps and save its best "
+                         "step as --work's best-ema.pt, a second candidate (the exported model stays "
+                         "the trained one; the average changes no training step)")
     ap.add_argument("--export", metavar="STATE",
                     help="train nothing: finish the run whose PyTorch state is STATE (its --work's "
                          "model.pt, or best.pt: the best step scored so far by --select-every, saved "
@@ -317,6 +322,8 @@ def main(argv=None):
     rng = random.Random(a.seed)
     selection = sets["dev"] + sets["heldout"]
     best = None                                   # (correct, -log-loss, step, state)
+    ema = copy.deepcopy(model) if a.ema else None   # the running average of the weights
+    best_ema = None
     step, epoch_batches = 0, []
     t_train = time.time()
     while step < a.steps:
@@ -337,6 +344,11 @@ def main(argv=None):
         opt.step()
         balance_router(model, loads, 1e-3)
         step += 1
+        if ema is not None:
+            with torch.no_grad():
+                d = min(a.ema, step / (step + 10))
+                for pe, p in zip(ema.parameters(), model.parameters()):
+                    pe.mul_(d).add_(p.detach(), alpha=1 - d)
         if step % 10 == 0:
             log("step %d loss %.4f lr %.2e (%.2f s/step)" % (step, loss.item(), lr, (time.time() - t_train) / step))
         if step % a.eval_every == 0 or step == a.steps:
@@ -350,11 +362,24 @@ def main(argv=None):
             if best is None or (correct, -nll) > best[:2]:
                 best = (correct, -nll, step, copy.deepcopy(model.state_dict()))
                 torch.save(best[3], os.path.join(a.work, "best.pt"))     # for --export, if stopped
+            if ema is not None:
+                acc, nll, _ = evaluate(ema, task, selection)
+                correct = round(acc * len(selection))
+                log("  selection, average of the weights (--ema): %d/%d, log-loss %.4f"
+                    % (correct, len(selection), nll))
+                if best_ema is None or (correct, -nll) > best_ema[:2]:
+                    best_ema = (correct, -nll, step)
+                    torch.save(ema.state_dict(), os.path.join(a.work, "best-ema.pt"))
     log("trained %d steps in %.0f s" % (a.steps, time.time() - t_train))
     if best is not None:
         model.load_state_dict(best[3])
         log("selected the model of step %d: dev + held-out %d/%d, log-loss %.4f"
             % (best[2], best[0], len(selection), -best[1]))
+    if best_ema is not None:
+        log("the average of the weights (--ema %g): best at step %d, dev + held-out %d/%d, log-loss "
+            "%.4f; a candidate of its own: train.py --export %s"
+            % (a.ema, best_ema[2], best_ema[0], len(selection), -best_ema[1],
+               os.path.join(a.work, "best-ema.pt")))
     torch.save(model.state_dict(), os.path.join(a.work, "model.pt"))
     finish(model, task, sets, a, t0)
 
