@@ -5,6 +5,7 @@ PyTorch, `apt-get install python3-torch`; nothing else in the project does).
   /usr/bin/python3 examples/triage/training/train.py [--out examples/triage/model]
       [--work build/triage-training] [--bin build/runner/nightjar] [--score-test]
   /usr/bin/python3 examples/triage/training/train.py --evaluate MODEL_DIR [--score-test]
+  /usr/bin/python3 examples/triage/training/train.py --export WORK/best.pt [--out DIR] ...
 
 Steps (README.md in this directory says why each is so):
   1. the tokenizer: k3_tokenizer_gen.write_tokenizer (the demo tokenizer, K3's format);
@@ -18,7 +19,8 @@ Steps (README.md in this directory says why each is so):
      (no auxiliary loss); training stops at --steps, well before the training loss saturates;
      with --select-every N the model of the best step (from --select-from on, every N steps)
      on dev.jsonl + heldout.jsonl is kept instead of the last (scoring changes no random
-     stream: the steps' weights are those of a run without it);
+     stream: the steps' weights are those of a run without it), and saved at every new best
+     as --work's best.pt (`--export` finishes a run stopped early from it);
   4. export: the checkpoint (export.py) into --out, then the PyTorch forward pass on the
      stored weights: accuracy on the development and held-out sets (and, with --score-test,
      the test set's count only), and the logits on three prompts written to
@@ -262,6 +264,17 @@ def main(argv=None):
     ap.add_argument("--evaluate", metavar="MODEL_DIR",
                     help="train nothing: score the checkpoint in MODEL_DIR (a finished run's --out) as a "
                          "run does after training, --score-test included; writes no model and no logits")
+    ap.add_argument("--ema", type=float, default=0.0, metavar="DECAY",
+                    help="with --select-every: also keep a running average of the weights (decay "
+                         "DECAY per step, e.g. 0.99), score it at the same steps and save its best "
+                         "step as --work's best-ema.pt, a second candidate (the exported model stays "
+                         "the trained one; the average changes no training step)")
+    ap.add_argument("--export", metavar="STATE",
+                    help="train nothing: finish the run whose PyTorch state is STATE (its --work's "
+                         "model.pt, or best.pt: the best step scored so far by --select-every, saved "
+                         "at every new best, so a run stopped early still gives its best scored step) "
+                         "as a run ends: checkpoint into --out, accuracy, --logits; give the run's "
+                         "--hidden and --experts")
     a = ap.parse_args(argv)
 
     t0 = time.time()
@@ -278,6 +291,12 @@ def main(argv=None):
         sys.exit("train: the labels' trie branches below the root on more than one path; "
                  "make_batch feeds one")
     sets = evaluation_sets()
+    if a.export:
+        model = K3(Dims(vocab=vocab, hidden=a.hidden, experts_n=a.experts), a.seed)
+        model.load_state_dict(torch.load(a.export))
+        log("exporting %s" % a.export)
+        finish(model, task, sets, a, t0)
+        return
     if a.evaluate:
         report_accuracy(export.load_checkpoint(K3(dims_of(a.evaluate), a.seed), a.evaluate), task, sets,
                         a.score_test)
@@ -303,6 +322,8 @@ def main(argv=None):
     rng = random.Random(a.seed)
     selection = sets["dev"] + sets["heldout"]
     best = None                                   # (correct, -log-loss, step, state)
+    ema = copy.deepcopy(model) if a.ema else None   # the running average of the weights
+    best_ema = None
     step, epoch_batches = 0, []
     t_train = time.time()
     while step < a.steps:
@@ -323,6 +344,11 @@ def main(argv=None):
         opt.step()
         balance_router(model, loads, 1e-3)
         step += 1
+        if ema is not None:
+            with torch.no_grad():
+                d = min(a.ema, step / (step + 10))
+                for pe, p in zip(ema.parameters(), model.parameters()):
+                    pe.mul_(d).add_(p.detach(), alpha=1 - d)
         if step % 10 == 0:
             log("step %d loss %.4f lr %.2e (%.2f s/step)" % (step, loss.item(), lr, (time.time() - t_train) / step))
         if step % a.eval_every == 0 or step == a.steps:
@@ -335,13 +361,32 @@ def main(argv=None):
             log("  selection (dev + held-out): %d/%d, log-loss %.4f" % (correct, len(selection), nll))
             if best is None or (correct, -nll) > best[:2]:
                 best = (correct, -nll, step, copy.deepcopy(model.state_dict()))
+                torch.save(best[3], os.path.join(a.work, "best.pt"))     # for --export, if stopped
+            if ema is not None:
+                acc, nll, _ = evaluate(ema, task, selection)
+                correct = round(acc * len(selection))
+                log("  selection, average of the weights (--ema): %d/%d, log-loss %.4f"
+                    % (correct, len(selection), nll))
+                if best_ema is None or (correct, -nll) > best_ema[:2]:
+                    best_ema = (correct, -nll, step)
+                    torch.save(ema.state_dict(), os.path.join(a.work, "best-ema.pt"))
     log("trained %d steps in %.0f s" % (a.steps, time.time() - t_train))
     if best is not None:
         model.load_state_dict(best[3])
         log("selected the model of step %d: dev + held-out %d/%d, log-loss %.4f"
             % (best[2], best[0], len(selection), -best[1]))
+    if best_ema is not None:
+        log("the average of the weights (--ema %g): best at step %d, dev + held-out %d/%d, log-loss "
+            "%.4f; a candidate of its own: train.py --export %s"
+            % (a.ema, best_ema[2], best_ema[0], len(selection), -best_ema[1],
+               os.path.join(a.work, "best-ema.pt")))
     torch.save(model.state_dict(), os.path.join(a.work, "model.pt"))
+    finish(model, task, sets, a, t0)
 
+
+def finish(model, task, sets, a, t0):
+    """The end of a run: the checkpoint into --out, the accuracy of the stored weights, the
+    logits file."""
     summary = export.write_checkpoint(model, a.out)
     log("checkpoint: %s, %.2f MB, %d tensors" % (a.out, summary["disk_bytes"] / 1e6, summary["tensors"]))
     stored = export.load_checkpoint(K3(model.d, a.seed), a.out)
