@@ -117,7 +117,8 @@ inline __m512 mxfp4_factors16(const uint8_t* scales, int count) {
   return _mm512_castsi512_ps(bits);
 }
 
-// R MXFP4 rows against one activation vector in the canonical chunk order (kernels.h):
+// R MXFP4 rows against TT token rows (token t's arranged activations at xa + t * xs; out[t * R
+// + k] is pair (row k, token t)) in the canonical chunk order (kernels.h):
 //  * one 64-byte load holds a row's chunk, and shifting it right by 4n puts nibble n of
 //    every lane in the low 4 bits that vpermps reads, so 16 elements cost a shift and a
 //    permute (no widening);
@@ -128,8 +129,9 @@ inline __m512 mxfp4_factors16(const uint8_t* scales, int count) {
 //    reads (R rows' worth of packed bytes, 16 * R * nblocks), prefetched linearly during
 //    this pass (the rows of a pass are contiguous; a fixed distance ahead of each row let
 //    every pass start cold);
-//  * a partial last chunk goes through the shared scalar code.
-// Measured with tests/bench/kernel_bench (2 threads, 256 MB, alternating A/B runs in one
+//  * a partial last chunk goes through the shared scalar code;
+//  * each chunk is decoded once for the TT token rows (below: token groups).
+// Measured (TT = 1) with tests/bench/kernel_bench (2 threads, 256 MB, alternating A/B runs in one
 // session) on Zen 5: 6.9-7.2 ms per matvec against 7.3-7.9 for the block-by-block order
 // this replaced, with the activations 64-byte aligned (prepare_x) and the final reduction
 // in registers (each worth a few percent). Per chunk and row it issues 26 vector
@@ -137,66 +139,6 @@ inline __m512 mxfp4_factors16(const uint8_t* scales, int count) {
 // about 3 of them per cycle, what a microbenchmark of that mix reached, so the kernel is
 // bound by instruction throughput. 4 rows per pass beat 1, 2 and 8; prefetch variants (further
 // ahead, into L2, non-temporal, in row order) measured no better.
-template <int R>
-inline void mxfp4_rows(const uint8_t* const* rows, const uint8_t* const* scales, const float* xa,
-                       int nblocks, const uint8_t* ahead, float* out) {
-  const __m512 lut = _mm512_loadu_ps(kE2M1);
-  const __m512i quad = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  const int chunks = nblocks / 4;
-  __m512 acc[R], factors[R];
-  for (int k = 0; k < R; ++k) acc[k] = _mm512_setzero_ps();
-  for (int c = 0; c < chunks; ++c) {  // reads R cache lines, prefetches R lines of `ahead`
-    for (int k = 0; k < R; ++k)
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * static_cast<size_t>(R * c + k)),
-                   _MM_HINT_T0);
-    if (c % 4 == 0)
-      for (int k = 0; k < R; ++k) factors[k] = mxfp4_factors16(scales[k] + 4 * c, nblocks - 4 * c);
-    // This chunk's four blocks are lanes 4(c % 4) .. 4(c % 4) + 3 of `factors`.
-    const __m512i pick = _mm512_add_epi32(quad, _mm512_set1_epi32(4 * (c % 4)));
-    const float* x = xa + 128 * static_cast<size_t>(c);
-    for (int k = 0; k < R; ++k) {
-      const __m512i d = _mm512_loadu_si512(rows[k] + 64 * static_cast<size_t>(c));
-      auto w = [&](int n) { return _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4 * n), lut); };
-      auto xn = [&](int n) { return _mm512_loadu_ps(x + 16 * n); };
-      __m512 t0 = _mm512_mul_ps(_mm512_permutexvar_ps(d, lut), xn(0));
-      __m512 t1 = _mm512_mul_ps(w(1), xn(1));
-      t0 = _mm512_fmadd_ps(w(2), xn(2), t0);
-      t1 = _mm512_fmadd_ps(w(3), xn(3), t1);
-      t0 = _mm512_fmadd_ps(w(4), xn(4), t0);
-      t1 = _mm512_fmadd_ps(w(5), xn(5), t1);
-      t0 = _mm512_fmadd_ps(w(6), xn(6), t0);
-      t1 = _mm512_fmadd_ps(w(7), xn(7), t1);
-      acc[k] =
-          _mm512_fmadd_ps(_mm512_add_ps(t0, t1), _mm512_permutexvar_ps(pick, factors[k]), acc[k]);
-    }
-  }
-  for (int k = 0; k < R; ++k) {
-    if (4 * chunks == nblocks) {
-      out[k] = reduce16(acc[k]);
-      continue;
-    }
-    alignas(64) float s[16];
-    _mm512_store_ps(s, acc[k]);
-    mxfp4_chunk_lanes(rows[k], scales[k], xa, chunks, nblocks, s);
-    out[k] = reduce16(s);
-  }
-}
-
-// Rows per pass (measured best; see mxfp4_rows).
-constexpr int kMxfp4Rows = 4;
-
-// R MXFP4 rows against TT token rows (token t's arranged activations at xa + t * xs), the few
-// rows an expert gets in a batch: each chunk's nibble vectors are decoded (a shift and a
-// permute) once for the TT token rows, all in registers; each pair's operations are exactly
-// mxfp4_rows's. out[t * R + k] is pair (row k, token t).
-// Measured (one thread, median thread CPU time, a [1024][1024] matrix as bench-8g's experts,
-// activations 64-byte aligned as prepare_x leaves them, load ~9): T = 2 / 3 / 4 / 6 token rows
-// 0.037 / 0.046 / 0.063-0.078 / 0.07-0.11 ms against 0.046 / 0.067-0.080 / 0.09-0.11 /
-// 0.13-0.16 ms for mxfp4_rows<4> token row by token row. Groups of 3 or 5 at most measured no
-// better than 4; 2 rows per pass slower (T = 3: 0.063 ms; 16 partial sums, 8 accumulators and
-// the decoded vector outgrow the registers). With activations not aligned to a cache line
-// (each of a chunk's 8 loads per token row then touches two lines) this kernel lost to
-// mxfp4_rows (T = 3: 0.086 ms), which loads each activation vector once for 4 rows.
 template <int R, int TT>
 inline void mxfp4_rows_tokens(const uint8_t* const* rows, const uint8_t* const* scales,
                               const float* xa, size_t xs, int nblocks, const uint8_t* ahead,
@@ -256,6 +198,27 @@ inline void mxfp4_rows_tokens(const uint8_t* const* rows, const uint8_t* const* 
       out[t * R + k] = reduce16(s);
     }
 }
+
+// One token row: the same kernel (its activations once per chunk, shared by the R rows).
+template <int R>
+inline void mxfp4_rows(const uint8_t* const* rows, const uint8_t* const* scales, const float* xa,
+                       int nblocks, const uint8_t* ahead, float* out) {
+  mxfp4_rows_tokens<R, 1>(rows, scales, xa, 0, nblocks, ahead, out);
+}
+
+// Rows per pass (measured best; see mxfp4_rows).
+constexpr int kMxfp4Rows = 4;
+
+// Token groups (mxfp4_rows_tokens with TT > 1), the few rows an expert gets in a batch: each
+// chunk's nibble vectors are decoded once for the group's token rows, all in registers.
+// Measured (one thread, median thread CPU time, a [1024][1024] matrix as bench-8g's experts,
+// activations 64-byte aligned as prepare_x leaves them, load ~9): T = 2 / 3 / 4 / 6 token rows
+// 0.037 / 0.046 / 0.063-0.078 / 0.07-0.11 ms against 0.046 / 0.067-0.080 / 0.09-0.11 /
+// 0.13-0.16 ms for mxfp4_rows<4> token row by token row. Groups of 3 or 5 at most measured no
+// better than 4; 2 rows per pass slower (T = 3: 0.063 ms; 16 partial sums, 8 accumulators and
+// the decoded vector outgrow the registers). With activations not aligned to a cache line
+// (each of a chunk's 8 loads per token row then touches two lines) this kernel lost to
+// mxfp4_rows (T = 3: 0.086 ms), which loads each activation vector once for 4 rows.
 // Token rows decoded together by mxfp4_rows_tokens, and its rows per pass (measured best).
 // A group's activations must stay in L1 while a row's chunks are walked: with one weight row
 // per pass every chunk reads 512 bytes per token row, where mxfp4_rows shares each load among
