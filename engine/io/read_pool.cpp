@@ -213,6 +213,9 @@ void ReadPool::worker() {
       if (at < 0) return;  // stopping, and nothing left
       chunk = std::move(queues_[q][static_cast<size_t>(at)]);
       queues_[q].erase(queues_[q].begin() + at);
+      // The last read taken while stopping: the threads still waiting (for a staging buffer)
+      // can return now, and nothing else would wake them (a freed buffer wakes one thread).
+      if (stop_ && queues_[0].empty() && queues_[1].empty()) cv_.notify_all();
       if (chunk.held_back() && stop_) {  // read ahead for a unit no one will use now
         lock.unlock();
         finish(chunk, cancelled("read ahead, dropped at shutdown"), false);

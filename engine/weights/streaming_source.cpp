@@ -251,7 +251,7 @@ void StreamingSource::prefetch_after_locked(int u) {
     if (present) continue;
     for (size_t i = 0; i < ring_.size(); ++i) {
       TrunkSlot& slot = ring_[i];
-      if (slot.refs > 0 || slot.unit == u) continue;
+      if (slot.refs > 0 || slot.unit == u || writing_locked(slot)) continue;
       // Never overwrite a unit that is itself among the ones wanted next.
       bool wanted = false;
       for (int w = u, k = 0; k <= static_cast<int>(ahead); ++k) {
@@ -297,6 +297,10 @@ bool StreamingSource::can_read_ahead(int u) const {
   return !ul.blocks.empty() && !held_buf_[static_cast<size_t>(u)].size();
 }
 
+bool StreamingSource::writing_locked(const TrunkSlot& slot) {
+  return slot.ticket && !slot.ticket->done();
+}
+
 void StreamingSource::land_read_ahead_locked(size_t from, size_t to) {
   TrunkSlot& f = ring_[from];
   TrunkSlot& t = ring_[to];
@@ -312,36 +316,45 @@ void StreamingSource::land_read_ahead_locked(size_t from, size_t to) {
 Result<int> StreamingSource::acquire_unit(int u) {
   std::shared_ptr<ReadTicket> ticket;
   int slot_index = -1;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < ring_.size(); ++i)
-      if (ring_[i].unit == u) slot_index = static_cast<int>(i);
-    for (size_t i = 0; i < ring_.size() && slot_index < 0; ++i) {
-      if (ring_[i].next_unit != u) continue;
-      // Read ahead for a slot still in use (its caller holds it): it decodes into a free one.
-      for (size_t j = 0; j < ring_.size() && slot_index < 0; ++j)
-        if (ring_[j].refs == 0) slot_index = static_cast<int>(j);
-      if (slot_index < 0)
-        return internal_error(
-            "trunk ring exhausted: every slot is in use (a caller holds too many layers)");
-      land_read_ahead_locked(i, static_cast<size_t>(slot_index));
+  while (true) {
+    // A free slot whose last read or decode is still writing it (left by a pass that stopped
+    // early, or asked out of order): waited for before the slot is given another unit.
+    std::shared_ptr<ReadTicket> writing;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < ring_.size(); ++i)
+        if (ring_[i].unit == u) slot_index = static_cast<int>(i);
+      int ahead = -1;  // the slot whose read-ahead unit u is
+      for (size_t i = 0; i < ring_.size() && slot_index < 0 && ahead < 0; ++i)
+        if (ring_[i].next_unit == u) ahead = static_cast<int>(i);
+      if (slot_index < 0) {
+        // Read ahead for a slot still in use (its caller holds it) decodes into a free one;
+        // a unit not prefetched (first use, or an out-of-order request) is read now.
+        for (size_t i = 0; i < ring_.size() && slot_index < 0; ++i)
+          if (ring_[i].refs == 0 && !writing_locked(ring_[i])) slot_index = static_cast<int>(i);
+        for (size_t i = 0; i < ring_.size() && slot_index < 0 && !writing; ++i)
+          if (ring_[i].refs == 0) writing = ring_[i].ticket;
+        if (slot_index < 0 && !writing)
+          return internal_error(
+              "trunk ring exhausted: every slot is in use (a caller holds too many layers)");
+      }
+      if (slot_index >= 0) {
+        TrunkSlot& slot = ring_[static_cast<size_t>(slot_index)];
+        if (slot.unit != u && ahead >= 0) {
+          land_read_ahead_locked(static_cast<size_t>(ahead), static_cast<size_t>(slot_index));
+        } else if (slot.unit != u) {
+          slot.unit = u;
+          slot.layer_view.reset();
+          slot.head_view.reset();
+          slot.ticket = read_trunk_async(u, slot.buf.data(), ReadPriority::kUrgent);
+        }
+        slot.refs++;
+        ticket = slot.ticket;
+        prefetch_after_locked(u);
+        break;
+      }
     }
-    if (slot_index < 0) {  // not prefetched (first use, or an out-of-order request): read now
-      for (size_t i = 0; i < ring_.size() && slot_index < 0; ++i)
-        if (ring_[i].refs == 0) slot_index = static_cast<int>(i);
-      if (slot_index < 0)
-        return internal_error(
-            "trunk ring exhausted: every slot is in use (a caller holds too many layers)");
-      TrunkSlot& slot = ring_[static_cast<size_t>(slot_index)];
-      slot.unit = u;
-      slot.layer_view.reset();
-      slot.head_view.reset();
-      slot.ticket = read_trunk_async(u, slot.buf.data(), ReadPriority::kUrgent);
-    }
-    TrunkSlot& slot = ring_[static_cast<size_t>(slot_index)];
-    slot.refs++;
-    ticket = slot.ticket;
-    prefetch_after_locked(u);
+    (void)pool_->wait(writing);  // its unit's own error, if any, is its next user's
   }
   trace(u, TimelineKind::kWaitBegin);
   Status st = await(ticket);
@@ -407,7 +420,7 @@ void StreamingSource::will_need_layer(int l) {
   for (const auto& slot : ring_)
     if (slot.unit == l || slot.next_unit == l) return;
   for (auto& slot : ring_) {
-    if (slot.refs == 0) {
+    if (slot.refs == 0 && !writing_locked(slot)) {
       slot.unit = l;
       slot.layer_view.reset();
       slot.head_view.reset();

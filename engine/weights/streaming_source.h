@@ -109,8 +109,12 @@ class StreamingSource final : public WeightSource {
   void prefetch_after_locked(int u);
   // Whether trunk unit u can be read ahead into staging (a lossless unit read from disk).
   bool can_read_ahead(int u) const;
-  // Moves slot `from`'s read-ahead unit into slot `to` (refs 0) and lets it decode there.
+  // Whether a read or decode may still write the slot's buffer (its ticket is not done): a
+  // slot is given another unit only once it is not, or two units' bytes would race in it.
   // REQUIRES: mu_ held.
+  static bool writing_locked(const TrunkSlot& slot);
+  // Moves slot `from`'s read-ahead unit into slot `to` (refs 0, not writing) and lets it
+  // decode there. REQUIRES: mu_ held.
   void land_read_ahead_locked(size_t from, size_t to);
   int next_streamed(int u) const;
   Status verify_locked(int u, const uint8_t* bytes);

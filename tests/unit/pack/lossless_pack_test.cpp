@@ -3,10 +3,16 @@
 // streamed, held compressed in RAM or pinned; a flipped byte stops the run naming its
 // block; a damaged manifest is refused with its reason.
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "engine/ops/cpu.h"
 #include "engine/pack/pack.h"
@@ -48,17 +54,12 @@ ModelOptions options_for(const Variant& v, uint64_t budget, int context) {
   return o;
 }
 
-Run run(const std::string& dir, const ModelOptions& o, const std::vector<int32_t>& prompt,
-        int steps) {
+// The prompt, then `steps` greedy tokens one at a time, on an open model.
+Run run_on(Model& model, const std::vector<int32_t>& prompt, int steps) {
   Run r;
-  auto model = Model::open(dir, o);
-  if (!model.ok()) {
-    r.status = model.status();
-    return r;
-  }
-  r.plan = (*model)->plan();
+  r.plan = model.plan();
   {
-    Session s(**model, SessionOptions{16});
+    Session s(model, SessionOptions{16});
     r.status = s.feed(prompt, &r.logits);
     for (int i = 0; i < steps && r.status.ok(); ++i) {
       const int32_t next[1] = {argmax(s.last_logits())};
@@ -68,8 +69,19 @@ Run run(const std::string& dir, const ModelOptions& o, const std::vector<int32_t
       r.logits.insert(r.logits.end(), row.begin(), row.end());
     }
   }
-  r.stats = (*model)->weights().stats();
+  r.stats = model.weights().stats();
   return r;
+}
+
+Run run(const std::string& dir, const ModelOptions& o, const std::vector<int32_t>& prompt,
+        int steps) {
+  auto model = Model::open(dir, o);
+  if (!model.ok()) {
+    Run r;
+    r.status = model.status();
+    return r;
+  }
+  return run_on(**model, prompt, steps);
 }
 
 // The bytes every lossless unit of the pack in `pack_dir` takes held compressed.
@@ -326,6 +338,107 @@ TEST_CASE("a version 1 manifest is still read, as a raw pack", "[engine][pack]")
   REQUIRE(r.status.ok());
   CHECK(std::memcmp(r.logits.data(), reference.logits.data(),
                     reference.logits.size() * sizeof(float)) == 0);
+}
+
+// Aborts the test binary with `what` unless disarmed within `limit`: a pool whose threads wait
+// on each other cannot be cleaned up, and a hang should fail the test, not the suite's clock.
+class Watchdog {
+ public:
+  Watchdog(std::chrono::seconds limit, std::string what) : what_(std::move(what)) {
+    thread_ = std::thread([this, limit] {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
+        std::fprintf(stderr, "hung: %s (%s)\n", what_.c_str(), step_.c_str());
+        std::abort();
+      }
+    });
+  }
+  void step(std::string what) {  // what the test is doing now, for the message
+    std::lock_guard<std::mutex> lock(mu_);
+    step_ = std::move(what);
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::string what_, step_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// The trunk ring's read-ahead (a unit read into staging while the slot it will decode into is
+// still in use, and decoded there once the slot is let go) ties staging buffers to decodes
+// that only a later release starts. A pass abandoned anywhere (an error, a cancelled item)
+// lets its layers go and may destroy the source at once, with reads queued, runs staged
+// behind closed gates and decodes just let loose: that must neither hang nor leave a unit
+// that the next pass would use with the wrong bytes. Here at the minimum budget (two ring
+// slots) with one I/O thread (one staging buffer: read-ahead waits for its gate before it
+// reads at all, kUngatedStaging) and three (it reads one run ahead).
+TEST_CASE(
+    "a pass abandoned at any layer, with units read ahead into staging, neither hangs nor changes "
+    "the bits of the next pass, and the source can be destroyed at once",
+    "[engine][pack][lossless][streaming]") {
+  LosslessPack p;
+  const Variant streamed{"streamed", p.pack, PinCompressed::kNever};
+  const std::vector<int32_t> prompt = {3, 7, 11};
+  for (int io : {1, 3}) {
+    ModelOptions o = options_for(streamed, 0, 8);
+    o.streaming.io_threads = io;
+    o.memory_bytes = minimum(p.model, streamed, o);
+    Watchdog dog(std::chrono::seconds(300), "lossless read-ahead with " + std::to_string(io) +
+                                                " I/O threads: a pass abandoned, or a run");
+    dog.step("the reference run");
+    const Run reference = run(p.model, o, prompt, 2);
+    REQUIRE(reference.status.ok());
+    REQUIRE(reference.plan.ring_slots == 2);
+    const int layers = static_cast<int>(reference.plan.pinned.size()) - 1;  // the head last
+    REQUIRE(layers >= 3);
+    for (int stop = 0; stop <= layers; ++stop) {
+      for (bool continue_after : {false, true}) {
+        const std::string step = "pass abandoned at unit " + std::to_string(stop) +
+                                 (continue_after ? ", then a whole run" : ", then destroyed");
+        INFO(io << " I/O threads, " << step);
+        dog.step(step);
+        auto model = Model::open(p.model, o);
+        REQUIRE(model.ok());
+        WeightSource& w = (*model)->weights();
+        {
+          // As a pass does: the next unit asked for while the last one is still held.
+          std::shared_ptr<const void> held;
+          for (int u = 0; u <= stop; ++u) {
+            std::shared_ptr<const void> next;
+            if (u < layers) {
+              auto l = w.layer(u);
+              REQUIRE(l.ok());
+              next = *l;
+            } else {
+              auto h = w.head();
+              REQUIRE(h.ok());
+              next = *h;
+            }
+            held = std::move(next);  // lets the one before go
+          }
+        }  // abandoned: the last unit let go, its read-ahead's gate opened
+        if (continue_after) {
+          const Run r = run_on(**model, prompt, 2);
+          REQUIRE(r.status.ok());
+          CHECK(r.greedy == reference.greedy);
+          REQUIRE(r.logits.size() == reference.logits.size());
+          CHECK(std::memcmp(r.logits.data(), reference.logits.data(),
+                            reference.logits.size() * sizeof(float)) == 0);
+        }
+        model->reset();  // at once: reads, staged runs and decodes may still be in flight
+      }
+    }
+  }
 }
 
 TEST_CASE(

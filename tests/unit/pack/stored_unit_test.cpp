@@ -8,7 +8,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <thread>
 
 #include "engine/io/read_pool.h"
@@ -153,6 +155,67 @@ TEST_CASE(
   CHECK(dropped->done());
   CHECK(dropped->wait().code() == StatusCode::kCancelled);
   CHECK(decoded == 4);
+}
+
+TEST_CASE(
+    "a pool stopped while reads wait for staging returns: every I/O thread sees the last read "
+    "taken",
+    "[engine][pack][lossless]") {
+  // Four I/O threads, so four staging buffers: a gated batch never opened takes two (its
+  // decodes wait until the pool stops), an open batch the other two while its first decode
+  // is held, and its third read waits for a buffer. The pool is stopped then, and the held
+  // decode let go: one freed buffer wakes one thread for the last read, and the others,
+  // waiting for staging, must see that nothing is left.
+  static constexpr size_t block = 64 << 10;
+  PatternFile f(8 * block);
+  auto file = open_random_access(f.path, IoMode::kBuffered);
+  REQUIRE(file.ok());
+  std::atomic<bool> let_go{false};
+  auto requests = [&](size_t first, size_t n, bool hold_first) {
+    std::vector<ReadRequest> reqs;
+    for (size_t k = first; k < first + n; ++k) {
+      ReadRequest r;
+      r.file = file->get();
+      r.offset = k * block;
+      r.length = block;
+      r.consume = [&let_go, hold = hold_first && k == first](std::span<const uint8_t>) {
+        while (hold && !let_go) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return Status();
+      };
+      reqs.push_back(std::move(r));
+    }
+    return reqs;
+  };
+  auto pool = ReadPool::create(4, 4u << 20, block, 1);
+  REQUIRE(pool.ok());
+  auto wait_bytes = [&](uint64_t n) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((*pool)->counters().bytes < n && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return (*pool)->counters().bytes;
+  };
+  auto gate = std::make_shared<DecodeGate>();
+  auto gated = (*pool)->submit(requests(0, 2, false), ReadPriority::kPrefetch, gate);
+  REQUIRE(wait_bytes(2 * block) == 2 * block);
+  auto open = (*pool)->submit(requests(2, 3, true), ReadPriority::kPrefetch);
+  REQUIRE(wait_bytes(4 * block) == 4 * block);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK((*pool)->counters().bytes == 4 * block);  // the third read waits for staging
+  std::promise<void> stopped;
+  std::future<void> done = stopped.get_future();
+  std::thread stopper([&] {
+    pool->reset();
+    stopped.set_value();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the pool is stopping
+  let_go = true;
+  if (done.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    std::fprintf(stderr, "hung: the read pool's destructor, I/O threads waiting for staging\n");
+    std::abort();  // the threads cannot be cleaned up
+  }
+  stopper.join();
+  CHECK(open->wait().ok());
+  CHECK(gated->wait().code() == StatusCode::kCancelled);
 }
 
 }  // namespace
