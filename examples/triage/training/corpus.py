@@ -29,7 +29,8 @@ REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, HERE)
 
 import exclusions  # noqa: E402
-from lexicon import DETAILS, FRAMES, LABELS, SHAPES, SLOTS, core  # noqa: E402
+import lexicon_wide  # noqa: E402
+from lexicon import DETAILS, FRAMES, LABELS, PHRASES, SHAPES, SLOTS, SPEECH_ACTS, core  # noqa: E402
 
 TICKETS_DIR = os.path.join(REPO, "examples", "triage", "tickets")
 PROSE = os.path.join(REPO, "tests", "reference", "data", "bpe_sample", "en.txt")
@@ -131,7 +132,48 @@ def style(text, rng):
     return text
 
 
-def sentence_parts(label, rng, prose):
+def wide_phrases():
+    """PHRASES with lexicon_wide.OTHER_MORE added to the "other" label's kinds (a copy)."""
+    out = {label: {kind: list(v) for kind, v in kinds.items()} for label, kinds in PHRASES.items()}
+    for kind, values in lexicon_wide.OTHER_MORE.items():
+        out["other"][kind] += values
+    return out
+
+
+_WIDE_PHRASES = wide_phrases()
+
+
+def wide_core(label, rng):
+    """A core sentence for the wide corpus: one in three with a lead of lexicon_wide.LEADS,
+    the others with lexicon.SPEECH_ACTS; phrases with lexicon_wide.OTHER_MORE."""
+    acts = lexicon_wide.LEADS if rng.random() < 1 / 3 else SPEECH_ACTS
+    return core(label, rng, expand, acts, _WIDE_PHRASES)
+
+
+def wide_wrap(label, text, rng):
+    """The wide corpus's wrapping of a ticket's point `text` (before any frame): with some
+    probability an aside that does not decide the label (praise, or "not about X" for
+    another label X), story sentences before it, and a register (angry, polite, hurried)
+    instead of the ordinary frame. Returns (text, whether a register was applied)."""
+    if rng.random() < 0.15:
+        if rng.random() < 0.5:
+            aside = rng.choice(lexicon_wide.PRAISE_ASIDES)
+            text = aside + " " + (text[0].lower() + text[1:] if aside.endswith(",") or
+                                  aside.endswith("but") or aside.endswith("however") else text)
+        else:
+            others = [x for lab in LABELS if lab != label for x in lexicon_wide.NOT_ABOUT[lab]]
+            aside = rng.choice(others)
+            text = aside + " " + text if rng.random() < 0.5 else text + " " + aside
+    if rng.random() < 0.15:
+        story = " ".join(rng.choice(lexicon_wide.STORY) for _ in range(rng.randrange(1, 3)))
+        text = story + " " + text
+    if rng.random() < 0.25:
+        kind = rng.choice(sorted(lexicon_wide.REGISTERS))
+        return expand(rng.choice(lexicon_wide.REGISTERS[kind]).replace("{core}", text), rng), True
+    return text, False
+
+
+def sentence_parts(label, rng, prose, wide=False):
     """The ticket's text before any style: a core sentence (sometimes two, sometimes with a
     detail sentence of the label) in a label-free frame, now and then a sentence of unrelated
     prose; or, for one ticket in seven or so, a multi-part shape of the label (SHAPES). One "other" ticket in six is
@@ -146,14 +188,19 @@ def sentence_parts(label, rng, prose):
         while "{detail}" in text:
             text = text.replace("{detail}", rng.choice(DETAILS[label]), 1)
         return expand(text, rng)
-    text = core(label, rng, expand)
+    one = (lambda: wide_core(label, rng)) if wide else (lambda: core(label, rng, expand))
+    text = one()
     if rng.random() < 0.15:
-        text += " " + core(label, rng, expand)
+        text += " " + one()
     if label == "feature request" and rng.random() < 0.3:
         text += " " + expand("{feature_reason}", rng)
     if rng.random() < 0.3:
         text += " " + rng.choice(DETAILS[label])
-    text = expand(rng.choice(FRAMES).replace("{core}", text), rng)
+    registered = False
+    if wide:
+        text, registered = wide_wrap(label, expand(text, rng), rng)
+    if not registered:
+        text = expand(rng.choice(FRAMES).replace("{core}", text), rng)
     if rng.random() < 0.08:
         p = rng.choice(prose)
         text = p + " " + text if rng.random() < 0.5 else text + " " + p
@@ -172,10 +219,10 @@ def word_noise(text, rng, words):
     return " ".join(out) or text
 
 
-def ticket(label, rng, prose, prose_words):
+def ticket(label, rng, prose, prose_words, wide=False):
     """(clean text, final text) of one ticket: the final text has a writing style, for a
     third of the tickets word noise, and for half a final newline."""
-    clean = sentence_parts(label, rng, prose)
+    clean = sentence_parts(label, rng, prose, wide)
     text = clean
     if rng.random() < 0.3:
         text = word_noise(text, rng, prose_words)
@@ -204,7 +251,7 @@ class Guard:
         return None
 
 
-def generate(seed, count):
+def generate(seed, count, wide=False):
     """`count` tickets [(text, label)], labels balanced, deterministic in (seed, count).
     ValueError naming the ticket when the lexicon produces an evaluation ticket's subject."""
     rng = random.Random(seed)
@@ -217,7 +264,7 @@ def generate(seed, count):
     redrawn = 0
     for label in labels:
         while True:
-            clean, text = ticket(label, rng, prose, prose_words)
+            clean, text = ticket(label, rng, prose, prose_words, wide)
             hit = exclusions.subject_hit(clean)
             if hit:                               # the lexicon itself holds an evaluation subject
                 raise ValueError("generated %s ticket %r mentions the subject of %s (/%s/)"
@@ -235,8 +282,9 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--count", type=int, default=20000)
     ap.add_argument("--show", type=int, default=12, help="print this many tickets")
+    ap.add_argument("--wide", action="store_true", help="the wide corpus (lexicon_wide.py)")
     a = ap.parse_args(argv)
-    data = generate(a.seed, a.count)
+    data = generate(a.seed, a.count, a.wide)
     for text, label in data[:a.show]:
         print("%-16s %s" % (label, json.dumps(text)))
     distinct = len({t for t, _ in data})

@@ -424,11 +424,12 @@ SPEECH_ACTS = [
 ]
 
 
-def core(label, rng, expand):
+def core(label, rng, expand, acts=None, phrases=None):
     """A core sentence of `label`: a lead drawn from SPEECH_ACTS (the same distribution for
-    every label), then one of the label's phrases of that kind, expanded."""
-    kind, lead = rng.choice(SPEECH_ACTS)
-    phrase = rng.choice(PHRASES[label][kind])
+    every label), then one of the label's phrases of that kind, expanded. `acts` and
+    `phrases` replace SPEECH_ACTS and PHRASES (the wide corpus, corpus.py)."""
+    kind, lead = rng.choice(acts or SPEECH_ACTS)
+    phrase = rng.choice((phrases or PHRASES)[label][kind])
     if "{X}" in lead:
         phrase = "{" + phrase[1].upper() + phrase[2:] if phrase.startswith("{") else phrase[0].upper() + phrase[1:]
         return expand(lead.replace("{X}", phrase), rng)

@@ -123,6 +123,17 @@ def make_batch(examples, task, rng, noise):
     return ids, last
 
 
+def next_token_targets(examples, T):
+    """[B, T] the next-token targets of the auxiliary language-model loss: at document
+    position j the clean (un-noised) document token j + 1; -1 elsewhere (the suffix, the
+    label path, the padding). Draws no random numbers."""
+    tgt = torch.full((len(examples), T), -1, dtype=torch.long)
+    for i, ex in enumerate(examples):
+        if ex.doc_len > 1:
+            tgt[i, :ex.doc_len - 1] = torch.tensor(ex.ids[1:ex.doc_len])
+    return tgt
+
+
 def batches(examples, batch, rng):
     """One epoch: shuffled, then sorted by length within groups of 16 batches (less padding),
     batch order shuffled again."""
@@ -158,17 +169,24 @@ def label_log_probs(model, task, h, last):
     return torch.log_softmax(torch.stack(scores, dim=1), dim=1)
 
 
-def loss_of(model, task, ids, last, labels, smoothing, loads=None):
+def loss_of(model, task, ids, last, labels, smoothing, loads=None, lm_targets=None, lm_weight=0.0):
     """Cross-entropy of the reported label distribution against the true label, smoothed:
     (1 - smoothing) on the true label and smoothing spread evenly over all labels, so the
-    model is never pushed to certainty."""
+    model is never pushed to certainty. With lm_weight > 0, plus lm_weight times the mean
+    next-token cross-entropy over the document positions of lm_targets (next_token_targets):
+    the auxiliary language-model loss. Returns (loss, label loss, language-model loss)."""
     _, st = model(torch.tensor([task.prefix_ids]), loads=loads)
     h, _ = model(ids, K3.expand_state(st, ids.shape[0]), loads=loads)
     logp = label_log_probs(model, task, h, last)
     n = logp.shape[1]
     target = torch.full_like(logp, smoothing / n)
     target[torch.arange(len(labels)), torch.tensor(labels)] += 1 - smoothing
-    return -(target * logp).sum(1).mean()
+    cls = -(target * logp).sum(1).mean()
+    if not lm_weight:
+        return cls, cls, None
+    keep = lm_targets >= 0
+    lm = torch.nn.functional.cross_entropy(model.logits(h[keep]), lm_targets[keep])
+    return cls + lm_weight * lm, cls, lm
 
 
 @torch.no_grad()
@@ -245,6 +263,16 @@ def main(argv=None):
     ap.add_argument("--noise", type=float, default=0.1, help="document tokens replaced at random")
     ap.add_argument("--smoothing", type=float, default=0.1,
                     help="label smoothing: keeps the label probabilities away from 0 and 1")
+    ap.add_argument("--lm-weight", type=float, default=0.0,
+                    help="auxiliary language-model loss: this weight times the next-token "
+                         "cross-entropy on the training tickets' own (un-noised) text, added to "
+                         "the label loss (0: none, the committed model's run)")
+    ap.add_argument("--lm-pretrain", type=int, default=0, metavar="N",
+                    help="N steps of the next-token loss alone on the training tickets before the "
+                         "label training (0: none)")
+    ap.add_argument("--wide-corpus", action="store_true",
+                    help="the wide corpus: lexicon_wide.py's sentence structures, registers, asides "
+                         "and more 'other' messages (corpus.generate(..., wide=True))")
     ap.add_argument("--hidden", type=int, default=64, help="the model's hidden size")
     ap.add_argument("--experts", type=int, default=8, help="routed experts per MoE layer")
     ap.add_argument("--select-every", type=int, default=0, metavar="N",
@@ -301,14 +329,14 @@ def main(argv=None):
         report_accuracy(export.load_checkpoint(K3(dims_of(a.evaluate), a.seed), a.evaluate), task, sets,
                         a.score_test)
         return
-    data = corpus.generate(a.seed, a.corpus)
+    data = corpus.generate(a.seed, a.corpus, a.wide_corpus)
     check_tokenizer(tok, a.bin, tokdir, [t for s in sets.values() for _, t, _ in s] +
                     [t for t, _ in data[:200]] + [task.prefix_text, task.suffix_text])
     log("PyTorch %s, BLAS %s" % (torch.__version__, blas_library()))
     log("tokenizer: vocabulary %d, matches `nightjar tokenize`; labels %s; prefix %d tokens"
         % (vocab, task.label_ids, len(task.prefix_ids)))
     train = [Example(task, t, l) for t, l in data]
-    gen_dev = [(str(i), t, l) for i, (t, l) in enumerate(corpus.generate(a.seed + 1000, 256))]
+    gen_dev = [(str(i), t, l) for i, (t, l) in enumerate(corpus.generate(a.seed + 1000, 256, a.wide_corpus))]
     log("corpus: %d tickets, %.1f tokens on average (%.1f s)"
         % (len(train), sum(len(e.ids) for e in train) / len(train), time.time() - t0))
 
@@ -326,6 +354,8 @@ def main(argv=None):
     best_ema = None
     step, epoch_batches = 0, []
     t_train = time.time()
+    if a.lm_pretrain:
+        lm_pretrain(model, opt, params, train, task, a)
     while step < a.steps:
         if not epoch_batches:
             epoch_batches = batches(train, a.batch, rng)
@@ -337,7 +367,9 @@ def main(argv=None):
         exs = [train[i] for i in idx]
         ids, last = make_batch(exs, task, rng, a.noise)
         loads = {L: [0] * model.d.experts_n for L in range(model.d.dense_layers, model.d.layers)}
-        loss = loss_of(model, task, ids, last, [e.label for e in exs], a.smoothing, loads)
+        lm_targets = next_token_targets(exs, ids.shape[1]) if a.lm_weight else None
+        loss, cls_loss, lm_loss = loss_of(model, task, ids, last, [e.label for e in exs], a.smoothing,
+                                          loads, lm_targets, a.lm_weight)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -350,7 +382,9 @@ def main(argv=None):
                 for pe, p in zip(ema.parameters(), model.parameters()):
                     pe.mul_(d).add_(p.detach(), alpha=1 - d)
         if step % 10 == 0:
-            log("step %d loss %.4f lr %.2e (%.2f s/step)" % (step, loss.item(), lr, (time.time() - t_train) / step))
+            lm_part = "" if lm_loss is None else " (label %.4f, next-token %.4f)" % (cls_loss.item(), lm_loss.item())
+            log("step %d loss %.4f%s lr %.2e (%.2f s/step)"
+                % (step, loss.item(), lm_part, lr, (time.time() - t_train) / step))
         if step % a.eval_every == 0 or step == a.steps:
             for name, items in (("generated dev", gen_dev), ("dev", sets["dev"])):
                 acc, nll, _ = evaluate(model, task, items)
@@ -382,6 +416,37 @@ def main(argv=None):
                os.path.join(a.work, "best-ema.pt")))
     torch.save(model.state_dict(), os.path.join(a.work, "model.pt"))
     finish(model, task, sets, a, t0)
+
+
+def lm_pretrain(model, opt, params, train, task, a):
+    """--lm-pretrain N: N steps of the next-token loss alone on the training tickets (their
+    prompts, as the label loss sees them: the template's prefix continued by the ticket),
+    before the label training; warm-up 50 steps, then a constant --lr. Its own random stream
+    (seed + 2000), so the label training's batches are those of a run without it."""
+    rng = random.Random(a.seed + 2000)
+    t = time.time()
+    epoch_batches = []
+    for step in range(a.lm_pretrain):
+        if not epoch_batches:
+            epoch_batches = batches(train, a.batch, rng)
+        exs = [train[i] for i in epoch_batches.pop()]
+        for g in opt.param_groups:
+            g["lr"] = a.lr * min(1.0, (step + 1) / 50)
+        ids, last = make_batch(exs, task, rng, a.noise)
+        loads = {L: [0] * model.d.experts_n for L in range(model.d.dense_layers, model.d.layers)}
+        _, st = model(torch.tensor([task.prefix_ids]), loads=loads)
+        h, _ = model(ids, K3.expand_state(st, ids.shape[0]), loads=loads)
+        tgt = next_token_targets(exs, ids.shape[1])
+        keep = tgt >= 0
+        loss = torch.nn.functional.cross_entropy(model.logits(h[keep]), tgt[keep])
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        balance_router(model, loads, 1e-3)
+        if (step + 1) % 10 == 0:
+            log("pre-training step %d next-token loss %.4f (%.2f s/step)"
+                % (step + 1, loss.item(), (time.time() - t) / (step + 1)))
 
 
 def finish(model, task, sets, a, t0):
