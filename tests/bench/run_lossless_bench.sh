@@ -13,7 +13,12 @@
 # load (uptime) is printed before and after.
 #   tests/bench/run_lossless_bench.sh [--model DIR] [--packs DIR] [--tokens N] [--rounds N]
 #       [--budgets "420MiB 1GiB 2GiB"] [--threads N] [--kimi K3_BIN --kimi-raw DIR
-#       --kimi-lossless DIR [--kimi-budgets "420MiB"]]
+#       --kimi-lossless DIR [--kimi-budgets "420MiB"]] [--disk-gbps X]
+# --disk-gbps X caps the disk's read rate at X GB/s for the probes and the decode runs (a
+# blkio cgroup: io.max on cgroup v2, blkio.throttle.read_bps_device on v1; root). This host's
+# disk is host-backed: a file written minutes ago can read at 7-9 GB/s from the host's cache,
+# where a model too large for any cache (K3's 1.5 TB) reads at the device's rate. The probe
+# then measures the capped rate, so the table says what the runs saw.
 # --threads fixes the compute threads of every decode run; by default each run calibrates
 # them as the nightjar program does (one thread unless two measure >= 1.6x as fast), which on
 # a loaded host can differ between the runs being compared (the table shows what each used).
@@ -28,7 +33,7 @@ packs=build/bench-packs
 tokens=6
 rounds=3
 budgets="420MiB 1GiB 2GiB"
-kimi="" kimi_raw="" kimi_lossless="" kimi_budgets="" threads=""
+kimi="" kimi_raw="" kimi_lossless="" kimi_budgets="" threads="" disk_gbps=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model=$2; shift 2 ;;
@@ -37,12 +42,13 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --budgets) budgets=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --disk-gbps) disk_gbps=$2; shift 2 ;;
     --kimi) kimi=$2; shift 2 ;;
     --kimi-raw) kimi_raw=$2; shift 2 ;;
     --kimi-lossless) kimi_lossless=$2; shift 2 ;;
     --kimi-budgets) kimi_budgets=$2; shift 2 ;;
     *) echo "usage: $0 [--model DIR] [--packs DIR] [--tokens N] [--rounds N] [--budgets LIST]" \
-            "[--threads N] [--kimi K3_BIN --kimi-raw DIR --kimi-lossless DIR [--kimi-budgets LIST]]" >&2; exit 2 ;;
+            "[--threads N] [--disk-gbps X] [--kimi K3_BIN --kimi-raw DIR --kimi-lossless DIR [--kimi-budgets LIST]]" >&2; exit 2 ;;
   esac
 done
 kimi_budgets=${kimi_budgets:-$budgets}
@@ -61,6 +67,33 @@ drop_caches() {
   fi
 }
 out=$(mktemp -d)  # kept when the report fails, for a look at the runs
+# capped CMD...: runs CMD in the throttled cgroup when --disk-gbps is given, else as it is.
+cgroup=""
+if [ -n "$disk_gbps" ]; then
+  src=$(findmnt -no SOURCE --target "$(dirname "$model")")
+  disk=$(lsblk -ndo PKNAME "$src" 2>/dev/null || true)
+  dev=$(lsblk -ndo MAJ:MIN "/dev/${disk:-${src#/dev/}}" | tr -d ' ')
+  bps=$(/usr/bin/python3 -c 'import sys; print(int(float(sys.argv[1]) * 1e9))' "$disk_gbps")
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    cgroup=/sys/fs/cgroup/nightjar-lossless-bench
+    mkdir -p "$cgroup"
+    echo "$dev rbps=$bps" > "$cgroup/io.max"
+  elif [ -d /sys/fs/cgroup/blkio ]; then
+    cgroup=/sys/fs/cgroup/blkio/nightjar-lossless-bench
+    mkdir -p "$cgroup"
+    echo "$dev $bps" > "$cgroup/blkio.throttle.read_bps_device"
+  else
+    echo "--disk-gbps: no blkio or io controller under /sys/fs/cgroup" >&2; exit 1
+  fi
+  echo "disk reads capped at $disk_gbps GB/s (device $dev, cgroup $cgroup)"
+fi
+capped() {
+  if [ -n "$cgroup" ]; then
+    sh -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' capped "$cgroup" "$@"
+  else
+    "$@"
+  fi
+}
 trap 'echo "runs kept in $out" >&2' ERR
 echo "load at start: $(uptime)"
 for c in raw lossless; do
@@ -82,7 +115,7 @@ v = float(b[:-3]) * {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[b[-3:]]
 print("%.3f" % (v / 1e9))' "$2")
   drop_caches
   # kimi-k3-in-c splits its budget into a trunk budget and an expert cache (a quarter).
-  "$kimi" "$model" --trunk "$1" \
+  capped "$kimi" "$model" --trunk "$1" \
     --trunk-gb "$(/usr/bin/python3 -c "print('%.3f' % ($gb * 0.75))")" \
     --cache-gb "$(/usr/bin/python3 -c "print('%.3f' % ($gb * 0.25))")" \
     --incremental --ids 1,2,3,4 --gen "$tokens" --out "$out/$3.json" > "$out/$3.log" 2>&1 ||
@@ -91,7 +124,7 @@ print("%.3f" % (v / 1e9))' "$2")
 for m in $budgets; do
   for r in $(seq 1 "$rounds"); do
     drop_caches
-    "$stream" --model "$model" --seq-probe-file "$packs/raw/nightjar-trunk.pack" \
+    capped "$stream" --model "$model" --seq-probe-file "$packs/raw/nightjar-trunk.pack" \
       > "$out/seq-$m-$r.json"
     gbps=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["seq_direct_gbps"])' \
       "$out/seq-$m-$r.json")
@@ -100,7 +133,7 @@ for m in $budgets; do
       pin=auto
       [ "$c" = lossless ] && pin=${v#*:}
       drop_caches
-      OMP_WAIT_POLICY=passive "$stream" --model "$model" --pack "$packs/$c" --memory "$m" \
+      OMP_WAIT_POLICY=passive capped "$stream" --model "$model" --pack "$packs/$c" --memory "$m" \
         --tokens "$tokens" --bandwidth "$gbps" --pin-compressed "$pin" \
         ${threads:+--threads "$threads"} > "$out/run-$m-$c-$pin-$r.json"
     done
@@ -187,3 +220,4 @@ if kimi:
                                                     rss.group(1) if rss else "?"))
 PY
 rm -rf "$out"
+if [ -n "$cgroup" ]; then rmdir "$cgroup" 2>/dev/null || true; fi
