@@ -63,19 +63,16 @@ EXPECTED_LABELS = {
     "t23-notifications-duplicate.txt": "bug",
     "t24-bulk-edit.txt": "feature request",
 }
-# Issue 19 asks for at least 22 of 24. The committed model (train.py's defaults, the second
-# corpus) labels 20 correctly (t12, t17, t20, t22 wrong; the first model labelled 21 and 31 of
-# the 40 held-out tickets, this one 36 of 40: it was chosen on the development and held-out
-# sets, and the test set was scored once, after the choice). Two later candidates (--seed 2:
-# 59 of the 72 development and held-out tickets; a third word list: 55) did not beat its 63,
-# so neither was scored on the test set nor shipped; nor were a third attempt's (checkpoint
-# selection on the committed run kept its last step, the committed model; hidden 96 with 16
-# experts: 59), nor a fourth's (seeds 3-6: 58, 54, 54, 57; 900 steps: 61; averaged weights:
-# at most 61), nor a fifth's (an auxiliary next-token loss, a next-token pre-training phase, a
-# wider corpus: at most 63; training README). The gate holds what ships, not the target: raise it to
-# ISSUE_TARGET when a retrained model gets there. The issue stays open on this point.
+# Issue 19 asks for at least 22 of 24. The committed model (the sixth attempt: the plain
+# corpus, `train.py --seed 3 --corpus 40000 --steps 3000 --plain-corpus 0.3 --plain-casual 0.5
+# --select-every 50 --select-from 1000`, kept step 2700) labels 22 correctly, with 36 of the 40
+# held-out tickets; it was chosen on the development and held-out sets (68 of 72; its
+# configuration's three seeds 68, 65, 68) and the test set was scored once, after the choice.
+# The models before it labelled 20 (the second corpus, 63 of 72) and 21 (the first corpus);
+# the candidates of attempts two to five (at most 63 of 72) were never scored on the test set
+# (training README).
 ISSUE_TARGET = 22
-MIN_CORRECT = 20
+MIN_CORRECT = 22
 
 # Engine and PyTorch (float32) against the float64 reference: the reference's usual tolerance
 # (the engine's golden gates use 1e-4). Measured: engine 4.9e-7, PyTorch 2.4e-6; logits <= 6.

@@ -29,8 +29,13 @@ REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, HERE)
 
 import exclusions  # noqa: E402
+import lexicon_plain  # noqa: E402
 import lexicon_wide  # noqa: E402
 from lexicon import DETAILS, FRAMES, LABELS, PHRASES, SHAPES, SLOTS, SPEECH_ACTS, core  # noqa: E402
+
+for _name, _values in lexicon_plain.P_SLOTS.items():   # new slot names only: no other draw changes
+    assert _name not in SLOTS, _name
+    SLOTS[_name] = _values
 
 TICKETS_DIR = os.path.join(REPO, "examples", "triage", "tickets")
 PROSE = os.path.join(REPO, "tests", "reference", "data", "bpe_sample", "en.txt")
@@ -219,9 +224,29 @@ def word_noise(text, rng, words):
     return " ".join(out) or text
 
 
-def ticket(label, rng, prose, prose_words, wide=False):
+def plain_parts(label, rng, casual=0.0):
+    """A plain ticket (lexicon_plain.py): one or two sentences that describe the situation,
+    without a request form; a greeting or sign-off for one in four, nothing else. With
+    `casual` > 0, that fraction instead gets a casual chat lead or tail (P_CASUAL), lowercased."""
+    text = expand(rng.choice(lexicon_plain.P_TEMPLATES[label]), rng)
+    text = " ".join(text.split())
+    if casual and rng.random() < casual:
+        return rng.choice(lexicon_plain.P_CASUAL).replace("{core}", text).lower()
+    if rng.random() < 0.25:
+        text = expand(rng.choice(["{greeting} {core}", "{core} {signoff}", "{greeting}\n\n{core}"])
+                      .replace("{core}", text), rng)
+    return text
+
+
+def ticket(label, rng, prose, prose_words, wide=False, plain=0.0, casual=0.0):
     """(clean text, final text) of one ticket: the final text has a writing style, for a
-    third of the tickets word noise, and for half a final newline."""
+    third of the tickets word noise, and for half a final newline. With `plain` > 0, that
+    fraction of the tickets is a plain ticket (plain_parts), with word noise for one in ten."""
+    if plain and rng.random() < plain:
+        clean = plain_parts(label, rng, casual)
+        text = word_noise(clean, rng, prose_words) if rng.random() < 0.1 else clean
+        text = style(text, rng)
+        return clean, text + ("\n" if rng.random() < 0.5 else "")
     clean = sentence_parts(label, rng, prose, wide)
     text = clean
     if rng.random() < 0.3:
@@ -251,7 +276,7 @@ class Guard:
         return None
 
 
-def generate(seed, count, wide=False):
+def generate(seed, count, wide=False, plain=0.0, casual=0.0):
     """`count` tickets [(text, label)], labels balanced, deterministic in (seed, count).
     ValueError naming the ticket when the lexicon produces an evaluation ticket's subject."""
     rng = random.Random(seed)
@@ -264,7 +289,7 @@ def generate(seed, count, wide=False):
     redrawn = 0
     for label in labels:
         while True:
-            clean, text = ticket(label, rng, prose, prose_words, wide)
+            clean, text = ticket(label, rng, prose, prose_words, wide, plain, casual)
             hit = exclusions.subject_hit(clean)
             if hit:                               # the lexicon itself holds an evaluation subject
                 raise ValueError("generated %s ticket %r mentions the subject of %s (/%s/)"
@@ -283,8 +308,10 @@ def main(argv=None):
     ap.add_argument("--count", type=int, default=20000)
     ap.add_argument("--show", type=int, default=12, help="print this many tickets")
     ap.add_argument("--wide", action="store_true", help="the wide corpus (lexicon_wide.py)")
+    ap.add_argument("--plain", type=float, default=0.0, help="fraction of plain tickets (lexicon_plain.py)")
+    ap.add_argument("--casual", type=float, default=0.0, help="fraction of the plain tickets in a casual chat wrapper")
     a = ap.parse_args(argv)
-    data = generate(a.seed, a.count, a.wide)
+    data = generate(a.seed, a.count, a.wide, a.plain, a.casual)
     for text, label in data[:a.show]:
         print("%-16s %s" % (label, json.dumps(text)))
     distinct = len({t for t, _ in data})

@@ -273,6 +273,13 @@ def main(argv=None):
     ap.add_argument("--wide-corpus", action="store_true",
                     help="the wide corpus: lexicon_wide.py's sentence structures, registers, asides "
                          "and more 'other' messages (corpus.generate(..., wide=True))")
+    ap.add_argument("--plain-corpus", type=float, default=0.0, metavar="F",
+                    help="the fraction F of the corpus made of plain tickets (lexicon_plain.py: one or "
+                         "two sentences describing the situation without a request form; "
+                         "corpus.generate(..., plain=F)); 0: none, the committed model's corpus")
+    ap.add_argument("--plain-casual", type=float, default=0.0, metavar="F",
+                    help="with --plain-corpus: the fraction F of the plain tickets in a casual chat "
+                         "lead or tail, lowercased (lexicon_plain.P_CASUAL); 0: none")
     ap.add_argument("--hidden", type=int, default=64, help="the model's hidden size")
     ap.add_argument("--experts", type=int, default=8, help="routed experts per MoE layer")
     ap.add_argument("--select-every", type=int, default=0, metavar="N",
@@ -329,14 +336,15 @@ def main(argv=None):
         report_accuracy(export.load_checkpoint(K3(dims_of(a.evaluate), a.seed), a.evaluate), task, sets,
                         a.score_test)
         return
-    data = corpus.generate(a.seed, a.corpus, a.wide_corpus)
+    data = corpus.generate(a.seed, a.corpus, a.wide_corpus, a.plain_corpus, a.plain_casual)
     check_tokenizer(tok, a.bin, tokdir, [t for s in sets.values() for _, t, _ in s] +
                     [t for t, _ in data[:200]] + [task.prefix_text, task.suffix_text])
     log("PyTorch %s, BLAS %s" % (torch.__version__, blas_library()))
     log("tokenizer: vocabulary %d, matches `nightjar tokenize`; labels %s; prefix %d tokens"
         % (vocab, task.label_ids, len(task.prefix_ids)))
     train = [Example(task, t, l) for t, l in data]
-    gen_dev = [(str(i), t, l) for i, (t, l) in enumerate(corpus.generate(a.seed + 1000, 256, a.wide_corpus))]
+    gen_dev = [(str(i), t, l) for i, (t, l) in enumerate(corpus.generate(a.seed + 1000, 256, a.wide_corpus,
+                                                                                       a.plain_corpus, a.plain_casual))]
     log("corpus: %d tickets, %.1f tokens on average (%.1f s)"
         % (len(train), sum(len(e.ids) for e in train) / len(train), time.time() - t0))
 
