@@ -25,9 +25,9 @@ import torch  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import corpus  # noqa: E402
+from lexicon import LABELS  # noqa: E402
 from task import read_jsonl  # noqa: E402
 
-LABELS = ["billing", "bug", "feature request", "other"]
 _WORD = re.compile(r"[a-z0-9']+")
 
 
@@ -95,7 +95,7 @@ def main(argv=None):
             opt.zero_grad()
             loss.backward()
             opt.step()
-    total = 0
+    total, scored = 0, 0
     with torch.no_grad():
         for name, items in evals.items():
             Xe = matrix([features(t, a.chars) for _, t, _ in items])
@@ -104,11 +104,12 @@ def main(argv=None):
             ok = sum(LABELS[k] == l for k, (_, _, l) in zip(pred, items))
             nll = -sum(math.log(p[i, LABELS.index(l)].item()) for i, (_, _, l) in enumerate(items)) / len(items)
             total += ok
+            scored += len(items)
             print("%s: %d/%d, log-loss %.3f" % (name, ok, len(items), nll))
             for (iid, _, l), k, row in zip(items, pred, p.tolist()):
                 if LABELS[k] != l:
                     print("  %-6s %-16s -> %-16s %s" % (iid, l, LABELS[k], " ".join("%.2f" % v for v in row)))
-    print("dev + held-out: %d/72 (features %d, %.0f s)" % (total, len(vocab), time.time() - t0))
+    print("dev + held-out: %d/%d (features %d, %.0f s)" % (total, scored, len(vocab), time.time() - t0))
 
 
 if __name__ == "__main__":

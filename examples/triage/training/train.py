@@ -276,10 +276,10 @@ def main(argv=None):
     ap.add_argument("--plain-corpus", type=float, default=0.0, metavar="F",
                     help="the fraction F of the corpus made of plain tickets (lexicon_plain.py: one or "
                          "two sentences describing the situation without a request form; "
-                         "corpus.generate(..., plain=F)); 0: none, the committed model's corpus")
+                         "corpus.generate(..., plain=F)); 0: none (the committed model's run used 0.3)")
     ap.add_argument("--plain-casual", type=float, default=0.0, metavar="F",
                     help="with --plain-corpus: the fraction F of the plain tickets in a casual chat "
-                         "lead or tail, lowercased (lexicon_plain.P_CASUAL); 0: none")
+                         "lead or tail, lowercased (lexicon_plain.P_CASUAL); 0: none (the committed model's run: 0.5)")
     ap.add_argument("--hidden", type=int, default=64, help="the model's hidden size")
     ap.add_argument("--experts", type=int, default=8, help="routed experts per MoE layer")
     ap.add_argument("--select-every", type=int, default=0, metavar="N",
