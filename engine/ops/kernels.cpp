@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -37,6 +38,21 @@ const KernelTable& kernel_table(SimdLevel level) {
 
 const KernelTable& kernels() {
   return kernel_table(active_simd_level());
+}
+
+float* scratch_floats(size_t floats) {
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<float, Free> storage;
+  thread_local size_t capacity = 0;
+  if (floats > capacity) {
+    const size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    storage.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    NJ_CHECK_MSG(storage != nullptr, "out of memory for kernel scratch");
+    capacity = bytes / sizeof(float);
+  }
+  return storage.get();
 }
 
 namespace {

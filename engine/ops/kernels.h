@@ -32,7 +32,11 @@
 //    token rows and keep each (weight row, token row) pair's 16 lanes in registers, or in
 //    memory between blocks of columns; every pair still does exactly the operations above in
 //    the order above, so a product gives the same bits for any number of token rows, any
-//    tiling and any row range.
+//    tiling and any row range. Products of more token rows (kernels_packed.inc) pack a panel
+//    of weight rows once into a cache-resident buffer (dense rows as 64-byte chunks, BF16
+//    widened in registers or when packed, F16 when packed; MXFP4 decoded in registers) and
+//    run register-blocked micro-tiles over it for every token row: the same operations in
+//    the same order again, per pair.
 //  * Threads split output rows (or heads) statically; no value is ever reduced across threads.
 // Contraction is disabled project-wide (-ffp-contract=off): every fma is written out.
 #pragma once
@@ -50,9 +54,10 @@ struct KernelTable {
   SimdLevel level;
 
   // Y[t*ys + r] = W[r] · X[t*xs ...] for r in [r0, r1), t < T; writes nothing else. A few
-  // token rows go row by row, more by tiles (kernels_tiles.inc); the bits are the same.
-  // For BF16 and MXFP4, X must be arranged by arrange_activations. Runs on the calling thread;
-  // uses up to ~70 KB of its stack.
+  // token rows go row by row, more by tiles (kernels_tiles.inc), many through packed panels
+  // (kernels_packed.inc); the bits are the same. For BF16 and MXFP4, X must be arranged by
+  // arrange_activations. Runs on the calling thread; uses up to ~70 KB of its stack and, for
+  // packed panels, the thread's scratch_floats (up to 448 KB).
   void (*matmul_rows)(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys,
                       int r0, int r1);
   // Canonical 16-lane dot product.
@@ -77,6 +82,11 @@ struct KernelTable {
   // c < P, summed by fma from +0 in increasing j. REQUIRES: K <= 8.
   void (*short_conv)(const float* ext, const float* taps, int T, int P, int K, float* out);
 };
+
+// Scratch of the products of many token rows (kernels_packed.inc): at least `floats` floats,
+// 64-byte aligned, owned by the calling thread and reused by its next call (contents
+// unspecified; grows, never shrinks). One user per thread at a time.
+float* scratch_floats(size_t floats);
 
 // The table for a level. REQUIRES: the CPU supports `level`.
 const KernelTable& kernel_table(SimdLevel level);

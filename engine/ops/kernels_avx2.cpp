@@ -304,7 +304,145 @@ inline void mxfp4_tile(const Mxfp4DecodedChunk* panel, const float* x, size_t xs
   }
 }
 
+// --- Packed: many token rows (kernels_packed.inc) ---
+// The layout is every level's (16 lanes per row and chunk); the tiles run lanes 0-7, then 8-15.
+
+// Micro-tiles: dense 4 x 3 (12 accumulators per half; 2 x 6 and 2 x 5 no better), MXFP4 one
+// row x 4 token rows (12 lanes and partial sums per half).
+template <MatFormat F>
+inline constexpr int kPackRows = F == MatFormat::kMxfp4 ? 1 : 4;
+template <MatFormat F>
+inline constexpr int kPackTokens = F == MatFormat::kMxfp4 ? 4 : 3;
+template <MatFormat F>
+inline constexpr int kPackBlockChunks = F == MatFormat::kMxfp4 ? 4 : 1024 / kChunkElems<F>;
+// Measured as on AVX-512 (NIGHTJAR_SIMD=avx2): BF16 from 32, MXFP4 from 4 (T = 2 and 3 the
+// tiles were up to a third faster on [2048][7168], T = 4 equal, from 8 on the panels ahead).
+template <MatFormat F>
+inline constexpr int kPackMinTokens = F == MatFormat::kMxfp4 ? 4 : 32;
+// Packed weights per panel (its rows over all their columns, in L2: 24-32 BF16 rows of K3's
+// hidden width measured best) and the most rows a panel holds; activations per block of token
+// rows (T = 256 of K3's hidden width, 7.3 MB, stayed in L3; T = 1024 in one block measured
+// 10 points below T = 256).
+inline constexpr size_t kPackPanelBytes = 448 << 10;
+inline constexpr int kPackMaxPanelRows = 32;
+inline constexpr size_t kPackBlockXBytes = 8 << 20;
+
+constexpr int kPackDenseRows = kPackRows<MatFormat::kF32>;
+
+// Packed rows as F32 (BF16 and F16 widened: with 16 ymm registers the tile has none left for
+// widening in the loop): 64 bytes per 16-element step, a BF16 chunk's even elements then its
+// odd ones (the two steps of its canonical pairs).
+template <MatFormat F>
+inline constexpr size_t kPackedChunkBytes = F == MatFormat::kBF16 ? 128 : 64;
+
+template <MatFormat F>
+inline void pack_dense(const uint8_t* const* rows, int nc, uint8_t* wp) {
+  constexpr int R = kPackDenseRows;
+  for (int c = 0; c < nc; ++c)
+#pragma GCC unroll 16
+    for (int k = 0; k < R; ++k) {
+      float* out =
+          reinterpret_cast<float*>(wp + kPackedChunkBytes<F> * static_cast<size_t>(c * R + k));
+      if constexpr (F == MatFormat::kBF16) {
+        const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m256i w = _mm256_loadu_si256(
+              reinterpret_cast<const __m256i*>(rows[k] + 64 * static_cast<size_t>(c) + 32 * h));
+          _mm256_store_ps(out + 8 * h, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+          _mm256_store_ps(out + 16 + 8 * h, _mm256_castsi256_ps(_mm256_and_si256(w, hi_mask)));
+        }
+      } else {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) _mm256_store_ps(out + 8 * h, load8<F>(rows[k], 16 * c + 8 * h));
+      }
+    }
+}
+
+// Lanes 0-7, then 8-15 (two independent halves of every pair's lanes): R x TT accumulators,
+// the weights as memory operands.
+template <MatFormat F, int TT>
+inline void packed_dense_tile(const uint8_t* wp, const float* x, size_t xs, int nc, float* acc,
+                              size_t acc_stride, bool first) {
+  constexpr int R = kPackDenseRows;
+  constexpr int kSteps = kChunkElems<F> / 16;
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m256 a[R][TT];
+#pragma GCC unroll 16
+    for (int k = 0; k < R; ++k)
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t)
+        a[k][t] = first
+                      ? _mm256_setzero_ps()
+                      : _mm256_load_ps(acc + acc_stride * static_cast<size_t>(k) + 16 * t + 8 * h);
+    for (int c = 0; c < nc; ++c) {
+      const float* wc =
+          reinterpret_cast<const float*>(wp + kPackedChunkBytes<F> * static_cast<size_t>(c * R));
+#pragma GCC unroll 2
+      for (int e = 0; e < kSteps; ++e)
+#pragma GCC unroll 16
+        for (int t = 0; t < TT; ++t) {
+          const __m256 xv =
+              _mm256_loadu_ps(x + xs * static_cast<size_t>(t) +
+                              static_cast<size_t>(kChunkElems<F>) * c + 16 * e + 8 * h);
+#pragma GCC unroll 16
+          for (int k = 0; k < R; ++k)
+            a[k][t] = _mm256_fmadd_ps(
+                _mm256_load_ps(wc + (kPackedChunkBytes<F> / 4) * k + 16 * e + 8 * h), xv, a[k][t]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int k = 0; k < R; ++k)
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t)
+        _mm256_store_ps(acc + acc_stride * static_cast<size_t>(k) + 16 * t + 8 * h, a[k][t]);
+  }
+}
+
+// One MXFP4 row's nc full chunks against TT token rows, decoded in registers (e2m1_decode),
+// lanes 0-7 then 8-15: 3·TT registers of lanes and partial sums.
+template <int TT>
+inline void mxfp4_row_tokens(const uint8_t* row, const uint8_t* scales, const float* x, size_t xs,
+                             int nc, float* acc, bool first) {
+  const __m256 lut8 = _mm256_loadu_ps(kE2M1);
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m256 a[TT];
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t)
+      a[t] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc + 16 * t + 8 * h);
+    for (int c = 0; c < nc; ++c) {
+      const __m256i d = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(row + 64 * static_cast<size_t>(c) + 32 * h));
+      __m256 s[2][TT];
+#pragma GCC unroll 8
+      for (int n = 0; n < 8; ++n) {
+        const __m256 w = e2m1_decode(_mm256_srli_epi32(d, 4 * n), lut8);
+#pragma GCC unroll 16
+        for (int t = 0; t < TT; ++t) {
+          const __m256 xv = _mm256_loadu_ps(x + xs * static_cast<size_t>(t) +
+                                            128 * static_cast<size_t>(c) + 16 * n + 8 * h);
+          s[n % 2][t] = n < 2 ? _mm256_mul_ps(w, xv) : _mm256_fmadd_ps(w, xv, s[n % 2][t]);
+        }
+      }
+      // Lanes 8h .. 8h + 7 are blocks 2h and 2h + 1 of the chunk.
+      const uint8_t* sc = scales + 4 * static_cast<size_t>(c) + 2 * h;
+      const __m256 f =
+          _mm256_setr_m128(_mm_set1_ps(kMxfp4Factors[sc[0]]), _mm_set1_ps(kMxfp4Factors[sc[1]]));
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) a[t] = _mm256_fmadd_ps(_mm256_add_ps(s[0][t], s[1][t]), f, a[t]);
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) _mm256_store_ps(acc + 16 * t + 8 * h, a[t]);
+  }
+}
+
+#include "engine/ops/kernels_blocks.inc"
+
 #include "engine/ops/kernels_tiles.inc"
+
+#include "engine/ops/kernels_packed.inc"
 
 #include "engine/ops/kernels_rows.inc"
 

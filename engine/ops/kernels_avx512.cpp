@@ -237,18 +237,19 @@ inline float reduce_lanes(const float* s) {
   return reduce16(_mm512_load_ps(s));
 }
 
-// Tile shapes, measured best among the shapes that fit the 32 zmm registers (one thread, a
-// [1024][7168] matrix, T = 256): dense 4 x 6 (24 accumulators, the 4 rows' weights, one
-// activation vector; 4 x 5 equal, 8 x 3 and 6 x 4 slower); MXFP4 8 x 1 (8 accumulators, 16
-// partial sums; 4 x 2, 4 x 3 and 2 x 4 a few points slower).
+// Dense tiles only: MXFP4 goes from the row kernels straight to the packed panels, which beat
+// the MXFP4 tiles (8 x 1 on decoded chunks) from T = 8 on, the tiles' threshold. Tile shape,
+// measured best among the shapes that fit the 32 zmm registers (one thread, a [1024][7168]
+// matrix, T = 256): 4 x 6 (24 accumulators, the 4 rows' weights, one activation vector; 4 x 5
+// equal, 8 x 3 and 6 x 4 slower).
 template <MatFormat F>
-inline constexpr int kTileRows = F == MatFormat::kMxfp4 ? 8 : 4;
+inline constexpr int kTileRows = 4;
 template <MatFormat F>
-inline constexpr int kTileTokens = F == MatFormat::kMxfp4 ? 1 : 6;
+inline constexpr int kTileTokens = 6;
 // From how many token rows on the tiles beat the row kernels (measured at T = 2..16 on a
-// [4096][7168] matrix): BF16 and F16 from 3, F32 from 4; MXFP4's row kernels, which decode in
-// registers (mxfp4_rows_tokens: groups of up to 4 token rows), match the tiles at T = 8 and
-// lose from 12 on ([1024][1024]: T = 16 0.51 ms against 0.30).
+// [4096][7168] matrix): BF16 and F16 from 3, F32 from 4. MXFP4's row kernels, which decode in
+// registers (mxfp4_rows_tokens: groups of up to 4 token rows), matched the tiles at T = 8
+// ([1024][1024]: T = 16 0.51 ms against 0.30), where the packed panels take over.
 template <MatFormat F>
 inline constexpr int kTileMinTokens = F == MatFormat::kMxfp4 ? 8
                                       : F == MatFormat::kF32 ? 4
@@ -310,34 +311,62 @@ inline void dense_tile(const uint8_t* const* rows, const float* x, size_t xs, in
       _mm512_store_ps(acc + acc_stride * static_cast<size_t>(k) + 16 * t, a[k][t]);
 }
 
-// Decodes nc chunks of R MXFP4 rows as mxfp4_rows does (shift and permute per nibble, the
-// factors built in registers), into panel[k * nc + c].
-template <int R>
-inline void mxfp4_decode(const uint8_t* const* rows, const uint8_t* const* scales, int nc,
-                         Mxfp4DecodedChunk* panel) {
-  const __m512 lut = _mm512_loadu_ps(kE2M1);
-  const __m512i quad = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+// --- Packed: many token rows (kernels_packed.inc) ---
+
+// Micro-tiles, measured on data in L1 (one thread, thread CPU time, against the FMA probe):
+// dense 4 x 6 (24 accumulators) 92-98 %, 6 x 4 and 5 x 5 within two points, 8 x 3 and 3 x 8
+// ~80 %; MXFP4 one row x 8 token rows (8 lanes, 16 partial sums; mxfp4_row_tokens) ~72 % of
+// the 0.8 its canonical order allows, as the tiles' 8 x 1 (4 x 2, 2 x 4, 4 x 3 no better).
+template <MatFormat F>
+inline constexpr int kPackRows = F == MatFormat::kMxfp4 ? 1 : 4;
+template <MatFormat F>
+inline constexpr int kPackTokens = F == MatFormat::kMxfp4 ? 8 : 6;
+// Columns per block: the token tile's activations (24 KB dense, 16 KB MXFP4) stay in L1 for
+// the panel's row tiles.
+template <MatFormat F>
+inline constexpr int kPackBlockChunks = F == MatFormat::kMxfp4 ? 4 : 1024 / kChunkElems<F>;
+// From how many token rows on the packed panels beat the tiles and the row kernels (one thread,
+// [2048][7168], T = 8..48): BF16 from 32 (T = 24: 0.50-0.52 of the probe against 0.43-0.51;
+// T = 32: 0.62 against 0.44-0.54), MXFP4 from the tiles' 8 (T = 8: 0.52-0.58 against
+// 0.29-0.40 for the tiles).
+template <MatFormat F>
+inline constexpr int kPackMinTokens = F == MatFormat::kMxfp4 ? 8 : 32;
+// Packed weights per panel (its rows over all their columns, in L2: 24-32 BF16 rows of K3's
+// hidden width measured best) and the most rows a panel holds; activations per block of token
+// rows (T = 256 of K3's hidden width, 7.3 MB, stayed in L3; T = 1024 in one block measured
+// 10 points below T = 256).
+inline constexpr size_t kPackPanelBytes = 448 << 10;
+inline constexpr int kPackMaxPanelRows = 32;
+inline constexpr size_t kPackBlockXBytes = 8 << 20;
+
+constexpr int kPackDenseRows = kPackRows<MatFormat::kF32>;
+
+// Packs nc chunks of kPackDenseRows rows into wp[c][k][64 bytes] (kernels_packed.inc): F32
+// and BF16 as stored (BF16 is widened in registers, one instruction per 16 weights, which
+// measured faster than streaming twice the bytes widened from L2), F16 widened to F32.
+template <MatFormat F>
+inline constexpr size_t kPackedChunkBytes = 64;
+template <MatFormat F>
+inline void pack_dense(const uint8_t* const* rows, int nc, uint8_t* wp) {
+  constexpr int R = kPackDenseRows;
+  for (int c = 0; c < nc; ++c)
 #pragma GCC unroll 16
-  for (int k = 0; k < R; ++k) {
-    __m512 factors = _mm512_setzero_ps();
-    for (int c = 0; c < nc; ++c) {
-      if (c % 4 == 0) factors = mxfp4_factors16(scales[k] + 4 * c, std::min(16, 4 * (nc - c)));
-      Mxfp4DecodedChunk& out = panel[k * nc + c];
-      const __m512i d = _mm512_loadu_si512(rows[k] + 64 * static_cast<size_t>(c));
-#pragma GCC unroll 16
-      for (int n = 0; n < 8; ++n)
-        _mm512_store_ps(out.w[n], _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4 * n), lut));
-      const __m512i pick = _mm512_add_epi32(quad, _mm512_set1_epi32(4 * (c % 4)));
-      _mm512_store_ps(out.f, _mm512_permutexvar_ps(pick, factors));
+    for (int k = 0; k < R; ++k) {
+      float* out = reinterpret_cast<float*>(wp + 64 * static_cast<size_t>(c * R + k));
+      if constexpr (F == MatFormat::kF16)
+        _mm512_store_ps(out, load16<F>(rows[k], 16 * c));
+      else
+        _mm512_store_si512(out, _mm512_loadu_si512(rows[k] + 64 * static_cast<size_t>(c)));
     }
-  }
 }
 
-// A decoded MXFP4 panel against TT token rows: per chunk, each pair's chains t0 (even n) and
-// t1 (odd n), then acc = fma(t0 + t1, f, acc), all in registers.
-template <int R, int TT>
-inline void mxfp4_tile(const Mxfp4DecodedChunk* panel, const float* x, size_t xs, int nc,
-                       float* acc, size_t acc_stride, bool first) {
+// A packed dense tile against TT token rows over nc chunks: per chunk the R rows' 64 bytes and
+// each token row's activations are loaded once; R x TT accumulators in registers. BF16 widens
+// each chunk in registers (the even elements by a shift, the odd ones by a mask).
+template <MatFormat F, int TT>
+inline void packed_dense_tile(const uint8_t* wp, const float* x, size_t xs, int nc, float* acc,
+                              size_t acc_stride, bool first) {
+  constexpr int R = kPackDenseRows;
   __m512 a[R][TT];
 #pragma GCC unroll 16
   for (int k = 0; k < R; ++k)
@@ -346,28 +375,41 @@ inline void mxfp4_tile(const Mxfp4DecodedChunk* panel, const float* x, size_t xs
       a[k][t] = first ? _mm512_setzero_ps()
                       : _mm512_load_ps(acc + acc_stride * static_cast<size_t>(k) + 16 * t);
   for (int c = 0; c < nc; ++c) {
-    __m512 s[2][R][TT];
+    const uint8_t* wc = wp + 64 * static_cast<size_t>(c * R);
+    if constexpr (F == MatFormat::kBF16) {
+      const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+      __m512i w[R];
 #pragma GCC unroll 16
-    for (int n = 0; n < 8; ++n) {
-      __m512 w[R];
-#pragma GCC unroll 16
-      for (int k = 0; k < R; ++k) w[k] = _mm512_load_ps(panel[k * nc + c].w[n]);
+      for (int k = 0; k < R; ++k) w[k] = _mm512_load_si512(wc + 64 * k);
 #pragma GCC unroll 16
       for (int t = 0; t < TT; ++t) {
-        const __m512 xv = _mm512_loadu_ps(x + xs * static_cast<size_t>(t) +
-                                          128 * static_cast<size_t>(c) + 16 * n);
+        const __m512 xe =
+            _mm512_loadu_ps(x + xs * static_cast<size_t>(t) + 32 * static_cast<size_t>(c));
 #pragma GCC unroll 16
         for (int k = 0; k < R; ++k)
-          s[n % 2][k][t] =
-              n < 2 ? _mm512_mul_ps(w[k], xv) : _mm512_fmadd_ps(w[k], xv, s[n % 2][k][t]);
+          a[k][t] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w[k], 16)), xe, a[k][t]);
       }
-    }
 #pragma GCC unroll 16
-    for (int k = 0; k < R; ++k) {
-      const __m512 f = _mm512_load_ps(panel[k * nc + c].f);
+      for (int t = 0; t < TT; ++t) {
+        const __m512 xo =
+            _mm512_loadu_ps(x + xs * static_cast<size_t>(t) + 32 * static_cast<size_t>(c) + 16);
 #pragma GCC unroll 16
-      for (int t = 0; t < TT; ++t)
-        a[k][t] = _mm512_fmadd_ps(_mm512_add_ps(s[0][k][t], s[1][k][t]), f, a[k][t]);
+        for (int k = 0; k < R; ++k)
+          a[k][t] =
+              _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w[k], hi_mask)), xo, a[k][t]);
+      }
+    } else {
+      __m512 w[R];
+#pragma GCC unroll 16
+      for (int k = 0; k < R; ++k)
+        w[k] = _mm512_load_ps(reinterpret_cast<const float*>(wc + 64 * k));
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        const __m512 xv =
+            _mm512_loadu_ps(x + xs * static_cast<size_t>(t) + 16 * static_cast<size_t>(c));
+#pragma GCC unroll 16
+        for (int k = 0; k < R; ++k) a[k][t] = _mm512_fmadd_ps(w[k], xv, a[k][t]);
+      }
     }
   }
 #pragma GCC unroll 16
@@ -377,7 +419,47 @@ inline void mxfp4_tile(const Mxfp4DecodedChunk* panel, const float* x, size_t xs
       _mm512_store_ps(acc + acc_stride * static_cast<size_t>(k) + 16 * t, a[k][t]);
 }
 
+// One MXFP4 row's nc full chunks (packed bytes at `row`, scale codes at `scales`, both at the
+// block's first chunk, a multiple of 4) against TT token rows, decoded in registers as
+// mxfp4_rows_tokens does: each chunk's nibble vectors once for the TT token rows (a shift and
+// a permute each, which measured free beside the multiply-adds: 66-71 % of the probe on data
+// in L1 for TT = 8, as a panel decoded to F32 beforehand, which streams 9x the bytes).
+template <int TT>
+inline void mxfp4_row_tokens(const uint8_t* row, const uint8_t* scales, const float* x, size_t xs,
+                             int nc, float* acc, bool first) {
+  const __m512 lut = _mm512_loadu_ps(kE2M1);
+  const __m512i quad = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  __m512 a[TT], factors = _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int t = 0; t < TT; ++t) a[t] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + 16 * t);
+  for (int c = 0; c < nc; ++c) {
+    if (c % 4 == 0) factors = mxfp4_factors16(scales + 4 * c, std::min(16, 4 * (nc - c)));
+    const __m512i d = _mm512_loadu_si512(row + 64 * static_cast<size_t>(c));
+    __m512 s[2][TT];
+#pragma GCC unroll 8
+    for (int n = 0; n < 8; ++n) {
+      const __m512 w = _mm512_permutexvar_ps(n == 0 ? d : _mm512_srli_epi32(d, 4 * n), lut);
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        const __m512 xv = _mm512_loadu_ps(x + xs * static_cast<size_t>(t) +
+                                          128 * static_cast<size_t>(c) + 16 * n);
+        s[n % 2][t] = n < 2 ? _mm512_mul_ps(w, xv) : _mm512_fmadd_ps(w, xv, s[n % 2][t]);
+      }
+    }
+    const __m512 f =
+        _mm512_permutexvar_ps(_mm512_add_epi32(quad, _mm512_set1_epi32(4 * (c % 4))), factors);
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) a[t] = _mm512_fmadd_ps(_mm512_add_ps(s[0][t], s[1][t]), f, a[t]);
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < TT; ++t) _mm512_store_ps(acc + 16 * t, a[t]);
+}
+
+#include "engine/ops/kernels_blocks.inc"
+
 #include "engine/ops/kernels_tiles.inc"
+
+#include "engine/ops/kernels_packed.inc"
 
 #include "engine/ops/kernels_rows.inc"
 

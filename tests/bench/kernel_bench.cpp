@@ -2,7 +2,7 @@
 //   kernel_bench [--threads N] [--rounds N] [--only matvec|tokens]
 //                [--mb SIZE_MB] [--cols N (default 7168, K3's hidden)]
 //                [--rows N (default 4096)] [--tokens T,T,... (default 1,8,64,512)]
-//                [--formats bf16,mxfp4,f32 (default all three)]
+//                [--formats bf16,mxfp4,f32 (default all three)] [--output table|json]
 // Two tables, each with the thread count in its heading:
 //  * matvec: one token row against a matrix of --mb MB (far larger than the caches), as a
 //    fraction of the memory bandwidth probe (issue 3's target: BF16 and MXFP4 >= 60 % of the
@@ -18,6 +18,14 @@
 // probe): on a host whose other processes take CPU time from the run, wall-clock ratios
 // scatter with the scheduling; the CPU-time ratio says what the threads did while they ran
 // (it does not see time lost to load imbalance between the threads).
+// The SIMD levels run are the active one (NIGHTJAR_SIMD lowers it) and those below it, scalar
+// excepted in the tokens table.
+// --output json prints only the tokens table, as one object on stdout:
+//   {"probe_gflops": the active level's FMA probe (median over the run),
+//    "probes_gflops": {"avx512": ..., "avx2": ...} (each level's),
+//    "results": [{"format", "simd", "tokens", "threads", "gflops", "ratio"}]}
+// with gflops from the median time and ratio the median of the rounds' gflops / probe ratios
+// at the same level and thread count.
 #include <omp.h>
 
 #include <algorithm>
@@ -27,6 +35,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/io/file.h"
 #include "engine/ops/kernels.h"
@@ -38,6 +48,9 @@
 using namespace nj;
 
 namespace {
+
+// The highest level run: the active one at start (NIGHTJAR_SIMD lowers it).
+SimdLevel g_top_level = SimdLevel::kScalar;
 
 std::vector<ops::MatFormat> g_formats = {ops::MatFormat::kBF16, ops::MatFormat::kMxfp4,
                                          ops::MatFormat::kF32};
@@ -99,8 +112,7 @@ struct Rounds {
 std::vector<SimdLevel> simd_levels(bool with_scalar) {
   std::vector<SimdLevel> out;
   for (SimdLevel level : {SimdLevel::kAvx512, SimdLevel::kAvx2, SimdLevel::kScalar})
-    if (level <= detect_simd_level() && (with_scalar || level != SimdLevel::kScalar))
-      out.push_back(level);
+    if (level <= g_top_level && (with_scalar || level != SimdLevel::kScalar)) out.push_back(level);
   return out;
 }
 
@@ -134,16 +146,22 @@ void matvec_table(int threads, int rounds, size_t mb, int cols) {
       r.print_ratio();
     }
   }
-  (void)force_simd_level(detect_simd_level());
+  (void)force_simd_level(g_top_level);
 }
 
 // T token rows against a [rows][cols] matrix, as a fraction of the FMA probe.
-void tokens_table(int threads, int rounds, int rows, int cols, const std::vector<int>& tokens) {
-  std::printf(
-      "\ntokens: %d threads, [%d][%d] matrix, %d alternating rounds (FMA probe pass, matmul)\n\n",
-      threads, rows, cols, rounds);
-  std::printf("%-6s %-7s %5s %10s %8s %11s %11s %9s %12s %11s\n", "format", "simd", "T",
-              "ms/matmul", "MB", "GFLOP/s", "probe", "ratio", "ratio range", "cpu ratio");
+// With `json`, collects the rows into it instead of printing the table.
+void tokens_table(int threads, int rounds, int rows, int cols, const std::vector<int>& tokens,
+                  nlohmann::json* json) {
+  if (!json) {
+    std::printf(
+        "\ntokens: %d threads, [%d][%d] matrix, %d alternating rounds (FMA probe pass, "
+        "matmul)\n\n",
+        threads, rows, cols, rounds);
+    std::printf("%-6s %-7s %5s %10s %8s %11s %11s %9s %12s %11s\n", "format", "simd", "T",
+                "ms/matmul", "MB", "GFLOP/s", "probe", "ratio", "ratio range", "cpu ratio");
+  }
+  std::vector<std::vector<double>> probes(3);  // every round's probe, per level
   const int max_t = *std::max_element(tokens.begin(), tokens.end());
   std::vector<float> X(static_cast<size_t>(max_t) * static_cast<size_t>(cols));
   uint64_t s = 0x9E3779B97F4A7C15ull;
@@ -176,6 +194,19 @@ void tokens_table(int threads, int rounds, int rows, int cols, const std::vector
           r.cpu_ratios.push_back((flops / cpu) / (p * 1e9 * probe_wall / probe_cpu));
         }
         const double sec = bench::median(r.secs);
+        auto& all = probes[static_cast<size_t>(level)];
+        all.insert(all.end(), r.probes.begin(), r.probes.end());
+        if (json) {
+          std::string name = ops::mat_format_name(f);
+          for (char& ch : name) ch = static_cast<char>(std::tolower(ch));
+          (*json)["results"].push_back({{"format", name},
+                                        {"simd", simd_level_name(level)},
+                                        {"tokens", T},
+                                        {"threads", threads},
+                                        {"gflops", flops / sec / 1e9},
+                                        {"ratio", bench::median(r.ratios)}});
+          continue;
+        }
         std::printf("%-6s %-7s %5d %10.2f %8.1f %11.1f %11.1f", ops::mat_format_name(f),
                     simd_level_name(level), T, sec * 1e3, static_cast<double>(m.ref.bytes()) / 1e6,
                     flops / sec / 1e9, bench::median(r.probes));
@@ -183,7 +214,14 @@ void tokens_table(int threads, int rounds, int rows, int cols, const std::vector
       }
     }
   }
-  (void)force_simd_level(detect_simd_level());
+  if (json) {
+    for (SimdLevel level : simd_levels(false))
+      if (!probes[static_cast<size_t>(level)].empty())
+        (*json)["probes_gflops"][simd_level_name(level)] =
+            bench::median(probes[static_cast<size_t>(level)]);
+    (*json)["probe_gflops"] = (*json)["probes_gflops"][simd_level_name(g_top_level)];
+  }
+  (void)force_simd_level(g_top_level);
 }
 
 std::vector<int> parse_list(const char* s) {
@@ -202,7 +240,7 @@ int main(int argc, char** argv) {
   reexec_with_passive_omp_wait(argv);
   int threads = 2, rounds = 9, cols = 7168, rows = 4096;
   size_t mb = 256;
-  std::string only;
+  std::string only, output = "table";
   std::vector<int> tokens = {1, 8, 64, 512};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--threads"))
@@ -219,6 +257,8 @@ int main(int argc, char** argv) {
       tokens = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--only"))
       only = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--output"))
+      output = argv[i + 1];
     else if (!std::strcmp(argv[i], "--formats")) {
       g_formats.clear();
       for (ops::MatFormat f :
@@ -233,14 +273,22 @@ int main(int argc, char** argv) {
     }
   }
   if (g_formats.empty() || tokens.empty() || *std::min_element(tokens.begin(), tokens.end()) < 1 ||
-      (!only.empty() && only != "matvec" && only != "tokens")) {
+      (!only.empty() && only != "matvec" && only != "tokens") ||
+      (output != "table" && output != "json") || (output == "json" && only == "matvec")) {
     std::fprintf(stderr,
                  "kernel_bench: --tokens takes counts >= 1, --only matvec or tokens, --formats "
-                 "some of bf16,mxfp4,f32\n");
+                 "some of bf16,mxfp4,f32, --output table or json (json: the tokens table)\n");
     return 2;
   }
   omp_set_num_threads(threads);
+  g_top_level = active_simd_level();
+  if (output == "json") {
+    nlohmann::json json = {{"results", nlohmann::json::array()}};
+    tokens_table(threads, rounds, rows, cols, tokens, &json);
+    std::printf("%s\n", json.dump(2).c_str());
+    return 0;
+  }
   if (only.empty() || only == "matvec") matvec_table(threads, rounds, mb, cols);
-  if (only.empty() || only == "tokens") tokens_table(threads, rounds, rows, cols, tokens);
+  if (only.empty() || only == "tokens") tokens_table(threads, rounds, rows, cols, tokens, nullptr);
   return 0;
 }
