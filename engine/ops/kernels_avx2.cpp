@@ -314,6 +314,8 @@ inline constexpr int kPackRows = F == MatFormat::kMxfp4 ? 1 : 4;
 template <MatFormat F>
 inline constexpr int kPackTokens = F == MatFormat::kMxfp4 ? 4 : 3;
 template <MatFormat F>
+inline constexpr int kPackGroupTiles = 1;
+template <MatFormat F>
 inline constexpr int kPackBlockChunks = F == MatFormat::kMxfp4 ? 4 : 1024 / kChunkElems<F>;
 // Measured as on AVX-512 (NIGHTJAR_SIMD=avx2): BF16 from 32, MXFP4 from 4 (T = 2 and 3 the
 // tiles were up to a third faster on [2048][7168], T = 4 equal, from 8 on the panels ahead).
@@ -401,10 +403,16 @@ inline void packed_dense_tile(const uint8_t* wp, const float* x, size_t xs, int 
 }
 
 // One MXFP4 row's nc full chunks against TT token rows, decoded in registers (e2m1_decode),
-// lanes 0-7 then 8-15: 3·TT registers of lanes and partial sums.
-template <int TT>
-inline void mxfp4_row_tokens(const uint8_t* row, const uint8_t* scales, const float* x, size_t xs,
-                             int nc, float* acc, bool first) {
+// lanes 0-7 then 8-15: 3·TT registers of lanes and partial sums (R = 1: the ymm registers hold
+// no more).
+template <int R, int TT>
+inline void mxfp4_packed_tile(const uint8_t* const* rows, const uint8_t* const* scales, int c0,
+                              const float* x, size_t xs, int nc, float* acc, size_t acc_stride,
+                              bool first) {
+  static_assert(R == 1, "one row per tile: 16 ymm registers");
+  const uint8_t* row = rows[0] + 64 * static_cast<size_t>(c0);
+  const uint8_t* sc0 = scales[0] + 4 * static_cast<size_t>(c0);
+  (void)acc_stride;
   const __m256 lut8 = _mm256_loadu_ps(kE2M1);
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
@@ -427,7 +435,7 @@ inline void mxfp4_row_tokens(const uint8_t* row, const uint8_t* scales, const fl
         }
       }
       // Lanes 8h .. 8h + 7 are blocks 2h and 2h + 1 of the chunk.
-      const uint8_t* sc = scales + 4 * static_cast<size_t>(c) + 2 * h;
+      const uint8_t* sc = sc0 + 4 * static_cast<size_t>(c) + 2 * h;
       const __m256 f =
           _mm256_setr_m128(_mm_set1_ps(kMxfp4Factors[sc[0]]), _mm_set1_ps(kMxfp4Factors[sc[1]]));
 #pragma GCC unroll 16

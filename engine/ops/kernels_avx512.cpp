@@ -315,14 +315,17 @@ inline void dense_tile(const uint8_t* const* rows, const float* x, size_t xs, in
 
 // Micro-tiles, measured on data in L1 (one thread, thread CPU time, against the FMA probe):
 // dense 4 x 6 (24 accumulators) 92-98 %, 6 x 4 and 5 x 5 within two points, 8 x 3 and 3 x 8
-// ~80 %; MXFP4 one row x 8 token rows (8 lanes, 16 partial sums; mxfp4_row_tokens) ~72 % of
-// the 0.8 its canonical order allows, as the tiles' 8 x 1 (4 x 2, 2 x 4, 4 x 3 no better).
+// ~80 %; MXFP4 1 x 8 (mxfp4_packed_tile), the best in the panel loop ([2048][7168], T = 256:
+// 0.54-0.56 of the probe against 0.44-0.45 for 4 x 2 in groups of 1, 4 or 8 tiles, 0.43 for
+// 2 x 4, 0.52-0.55 for 1 x 7 and 1 x 9, 0.53 with blocks of 8 chunks instead of 4).
 template <MatFormat F>
 inline constexpr int kPackRows = F == MatFormat::kMxfp4 ? 1 : 4;
 template <MatFormat F>
 inline constexpr int kPackTokens = F == MatFormat::kMxfp4 ? 8 : 6;
 // Columns per block: the token tile's activations (24 KB dense, 16 KB MXFP4) stay in L1 for
 // the panel's row tiles.
+template <MatFormat F>
+inline constexpr int kPackGroupTiles = 1;
 template <MatFormat F>
 inline constexpr int kPackBlockChunks = F == MatFormat::kMxfp4 ? 4 : 1024 / kChunkElems<F>;
 // From how many token rows on the packed panels beat the tiles and the row kernels (one thread,
@@ -419,40 +422,66 @@ inline void packed_dense_tile(const uint8_t* wp, const float* x, size_t xs, int 
       _mm512_store_ps(acc + acc_stride * static_cast<size_t>(k) + 16 * t, a[k][t]);
 }
 
-// One MXFP4 row's nc full chunks (packed bytes at `row`, scale codes at `scales`, both at the
-// block's first chunk, a multiple of 4) against TT token rows, decoded in registers as
-// mxfp4_rows_tokens does: each chunk's nibble vectors once for the TT token rows (a shift and
-// a permute each, which measured free beside the multiply-adds: 66-71 % of the probe on data
-// in L1 for TT = 8, as a panel decoded to F32 beforehand, which streams 9x the bytes).
-template <int TT>
-inline void mxfp4_row_tokens(const uint8_t* row, const uint8_t* scales, const float* x, size_t xs,
-                             int nc, float* acc, bool first) {
+// R MXFP4 rows' nc full chunks (packed bytes and scale codes at the block's first chunk, a
+// multiple of 4) against TT token rows, decoded in registers as mxfp4_rows_tokens does: each
+// chunk's nibble vectors once for the TT token rows (a shift and a permute per 16 weights).
+// Measured on data in L1 (one thread, thread CPU time): 4 x 2 0.76-0.80 of the probe, 5 x 2
+// 0.72-0.77, 2 x 4 0.71, 1 x 8 0.68-0.71, rows decoded to F32 beforehand (8 x 1, 9x the bytes)
+// 0.67-0.73; 4 x 1 and 3 x 2 ~0.55. In the panel loop 1 x 8 measured best (kPackRows): the
+// wider tiles hold a factor vector and a nibble vector per row, and spill.
+template <int R, int TT>
+inline void mxfp4_packed_tile(const uint8_t* const* rows, const uint8_t* const* scales, int c0,
+                              const float* x, size_t xs, int nc, float* acc, size_t acc_stride,
+                              bool first) {
   const __m512 lut = _mm512_loadu_ps(kE2M1);
   const __m512i quad = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  __m512 a[TT], factors = _mm512_setzero_ps();
+  __m512 a[R][TT], factors[R];
 #pragma GCC unroll 16
-  for (int t = 0; t < TT; ++t) a[t] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + 16 * t);
+  for (int k = 0; k < R; ++k)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t)
+      a[k][t] = first ? _mm512_setzero_ps()
+                      : _mm512_load_ps(acc + acc_stride * static_cast<size_t>(k) + 16 * t);
   for (int c = 0; c < nc; ++c) {
-    if (c % 4 == 0) factors = mxfp4_factors16(scales + 4 * c, std::min(16, 4 * (nc - c)));
-    const __m512i d = _mm512_loadu_si512(row + 64 * static_cast<size_t>(c));
-    __m512 s[2][TT];
+    if (c % 4 == 0)
+#pragma GCC unroll 16
+      for (int k = 0; k < R; ++k)
+        factors[k] = mxfp4_factors16(scales[k] + 4 * (c0 + c), std::min(16, 4 * (nc - c)));
+    __m512i d[R];
+#pragma GCC unroll 16
+    for (int k = 0; k < R; ++k)
+      d[k] = _mm512_loadu_si512(rows[k] + 64 * static_cast<size_t>(c0 + c));
+    __m512 s[2][R][TT];
 #pragma GCC unroll 8
     for (int n = 0; n < 8; ++n) {
-      const __m512 w = _mm512_permutexvar_ps(n == 0 ? d : _mm512_srli_epi32(d, 4 * n), lut);
+      __m512 w[R];
+#pragma GCC unroll 16
+      for (int k = 0; k < R; ++k)
+        w[k] = _mm512_permutexvar_ps(n == 0 ? d[k] : _mm512_srli_epi32(d[k], 4 * n), lut);
 #pragma GCC unroll 16
       for (int t = 0; t < TT; ++t) {
         const __m512 xv = _mm512_loadu_ps(x + xs * static_cast<size_t>(t) +
                                           128 * static_cast<size_t>(c) + 16 * n);
-        s[n % 2][t] = n < 2 ? _mm512_mul_ps(w, xv) : _mm512_fmadd_ps(w, xv, s[n % 2][t]);
+#pragma GCC unroll 16
+        for (int k = 0; k < R; ++k)
+          s[n % 2][k][t] =
+              n < 2 ? _mm512_mul_ps(w[k], xv) : _mm512_fmadd_ps(w[k], xv, s[n % 2][k][t]);
       }
     }
-    const __m512 f =
-        _mm512_permutexvar_ps(_mm512_add_epi32(quad, _mm512_set1_epi32(4 * (c % 4))), factors);
+    const __m512i pick = _mm512_add_epi32(quad, _mm512_set1_epi32(4 * (c % 4)));
 #pragma GCC unroll 16
-    for (int t = 0; t < TT; ++t) a[t] = _mm512_fmadd_ps(_mm512_add_ps(s[0][t], s[1][t]), f, a[t]);
+    for (int k = 0; k < R; ++k) {
+      const __m512 f = _mm512_permutexvar_ps(pick, factors[k]);
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t)
+        a[k][t] = _mm512_fmadd_ps(_mm512_add_ps(s[0][k][t], s[1][k][t]), f, a[k][t]);
+    }
   }
 #pragma GCC unroll 16
-  for (int t = 0; t < TT; ++t) _mm512_store_ps(acc + 16 * t, a[t]);
+  for (int k = 0; k < R; ++k)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t)
+      _mm512_store_ps(acc + acc_stride * static_cast<size_t>(k) + 16 * t, a[k][t]);
 }
 
 #include "engine/ops/kernels_blocks.inc"

@@ -24,9 +24,11 @@ inline float reduce_lanes(const float* s) {
 // The tile shapes only set the loops' order here (scalar code keeps nothing in registers);
 // small blocks make the tests cross every boundary of the packed loops.
 template <MatFormat F>
-inline constexpr int kPackRows = F == MatFormat::kMxfp4 ? 1 : 4;
+inline constexpr int kPackRows = F == MatFormat::kMxfp4 ? 2 : 4;
 template <MatFormat F>
 inline constexpr int kPackTokens = 2;
+template <MatFormat F>
+inline constexpr int kPackGroupTiles = 2;
 template <MatFormat F>
 inline constexpr int kPackBlockChunks = 2;
 template <MatFormat F>
@@ -38,26 +40,30 @@ inline constexpr size_t kPackBlockXBytes = 64 << 10;
 
 constexpr int kPackDenseRows = 4;
 
-// One MXFP4 row's chunks against TT token rows, element by element in the canonical order.
-template <int TT>
-inline void mxfp4_row_tokens(const uint8_t* row, const uint8_t* scales, const float* x, size_t xs,
-                             int nc, float* acc, bool first) {
-  for (int t = 0; t < TT; ++t) {
-    float* a = acc + 16 * t;
-    if (first) std::fill(a, a + 16, 0.0f);
-    for (int c = 0; c < nc; ++c) {
-      const float* xc = x + xs * static_cast<size_t>(t) + 128 * static_cast<size_t>(c);
-      for (int j = 0; j < 16; ++j) {
-        const uint8_t* d = row + 64 * static_cast<size_t>(c) + 4 * j;
-        float t0 = kE2M1[d[0] & 15] * xc[j], t1 = kE2M1[d[0] >> 4] * xc[16 + j];
-        for (int n = 2; n < 8; n += 2) {
-          t0 = std::fma(kE2M1[d[n / 2] & 15], xc[16 * n + j], t0);
-          t1 = std::fma(kE2M1[d[n / 2] >> 4], xc[16 * (n + 1) + j], t1);
+// R MXFP4 rows' chunks against TT token rows, element by element in the canonical order.
+template <int R, int TT>
+inline void mxfp4_packed_tile(const uint8_t* const* rows, const uint8_t* const* scales, int c0,
+                              const float* x, size_t xs, int nc, float* acc, size_t acc_stride,
+                              bool first) {
+  for (int k = 0; k < R; ++k)
+    for (int t = 0; t < TT; ++t) {
+      const uint8_t* row = rows[k] + 64 * static_cast<size_t>(c0);
+      const uint8_t* sc = scales[k] + 4 * static_cast<size_t>(c0);
+      float* a = acc + acc_stride * static_cast<size_t>(k) + 16 * t;
+      if (first) std::fill(a, a + 16, 0.0f);
+      for (int c = 0; c < nc; ++c) {
+        const float* xc = x + xs * static_cast<size_t>(t) + 128 * static_cast<size_t>(c);
+        for (int j = 0; j < 16; ++j) {
+          const uint8_t* d = row + 64 * static_cast<size_t>(c) + 4 * j;
+          float t0 = kE2M1[d[0] & 15] * xc[j], t1 = kE2M1[d[0] >> 4] * xc[16 + j];
+          for (int n = 2; n < 8; n += 2) {
+            t0 = std::fma(kE2M1[d[n / 2] & 15], xc[16 * n + j], t0);
+            t1 = std::fma(kE2M1[d[n / 2] >> 4], xc[16 * (n + 1) + j], t1);
+          }
+          a[j] = std::fma(t0 + t1, kMxfp4Factors[sc[4 * c + j / 4]], a[j]);
         }
-        a[j] = std::fma(t0 + t1, kMxfp4Factors[scales[4 * c + j / 4]], a[j]);
       }
     }
-  }
 }
 
 // wp[c][k][64 bytes]: F32 and BF16 as stored, F16 widened to F32.
