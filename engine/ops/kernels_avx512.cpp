@@ -322,8 +322,9 @@ template <MatFormat F>
 inline constexpr int kPackRows = F == MatFormat::kMxfp4 ? 1 : 4;
 template <MatFormat F>
 inline constexpr int kPackTokens = F == MatFormat::kMxfp4 ? 8 : 6;
-// Columns per block: the token tile's activations (24 KB dense, 16 KB MXFP4) stay in L1 for
-// the panel's row tiles.
+// One micro-tile of token rows per group; columns per block: the tile's activations (24 KB
+// dense, 16 KB MXFP4) stay in L1 for the panel's row tiles (dense blocks of 512 or 2048
+// elements measured 1-4 points lower).
 template <MatFormat F>
 inline constexpr int kPackGroupTiles = 1;
 template <MatFormat F>
