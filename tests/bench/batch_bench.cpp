@@ -15,6 +15,13 @@
 //       of the process: on a host whose other processes take CPU time from the run, the ratio
 //       of a step's CPU time to the CPU time the probes would need for its work says what the
 //       threads did while they ran, where wall-clock ratios follow the scheduling.
+//   batch_bench prefill --model DIR --batch B --prompt-len P [--memory SIZE] [--rounds N]
+//       compute of a prefill pass of many rows (issue 33): each round, one FMA probe pass, then
+//       one pass that prefills B fresh sequences of P tokens (B·P rows, every routed expert once
+//       for all its rows); one JSON object with the rows, the pass's FLOPs (as `run` counts
+//       them: the matrices, attention over the context left out), the median pass time (wall and
+//       process CPU) and probe, and the roofline: the FLOPs at the same run's probe rate, and
+//       the pass time as a multiple of it. Resident when --memory holds the model.
 // tests/bench/run_batch_bench.sh runs the configurations of issue 13 and prints the table.
 #include <omp.h>
 
@@ -204,6 +211,83 @@ void measure(Model& m, const ModelOptions& o, int batch, int steps, int prompt_l
   std::fflush(stdout);
 }
 
+// Times a prefill pass of `batch` x `prompt_len` rows against the FMA probe, `rounds` times.
+int prefill(int argc, char** argv) {
+  const std::string dir = arg(argc, argv, "--model", "");
+  if (dir.empty()) die("--model DIR is required");
+  const int batch = std::atoi(arg(argc, argv, "--batch", "64").c_str());
+  const int prompt_len = std::atoi(arg(argc, argv, "--prompt-len", "32").c_str());
+  const int rounds = std::atoi(arg(argc, argv, "--rounds", "3").c_str());
+  if (batch < 1 || prompt_len < 1 || rounds < 1)
+    die("--batch, --prompt-len and --rounds take counts >= 1");
+  ModelOptions o;
+  if (const std::string memory = arg(argc, argv, "--memory", ""); !memory.empty()) {
+    auto b = parse_bytes(memory);
+    if (!b.ok()) die(b.status().to_string());
+    o.memory_bytes = *b;
+  }
+  o.plan.batch = batch;
+  o.plan.prefill_chunk = prompt_len;
+  o.plan.max_context = prompt_len + 1;
+  auto model = Model::open(dir, o);
+  if (!model.ok()) die(model.status().to_string());
+  Model& m = **model;
+  const ModelConfig& c = m.config();
+  const int rows = batch * prompt_len;
+  Forward forward(c, m.weights(), ForwardOptions{rows, batch, o.plan.max_context, false});
+  const SimdLevel level = active_simd_level();
+  if (level < SimdLevel::kAvx2) die("prefill needs AVX2 or AVX-512 for the FMA probe");
+  const int threads = omp_get_max_threads();
+  bench::FmaProbe fma(level, threads);
+  std::vector<std::vector<int32_t>> ids(static_cast<size_t>(batch));
+  for (int i = 0; i < batch; ++i)
+    for (int t = 0; t < prompt_len; ++t)
+      ids[static_cast<size_t>(i)].push_back((i * 131 + t * 17 + 3) % c.vocab);
+  std::vector<double> pass_s, pass_cpu_s, probe_gflops;
+  for (int k = 0; k <= rounds; ++k) {  // round 0 warms the caches and is not counted
+    std::vector<SequenceState> states(static_cast<size_t>(batch), SequenceState::empty(c));
+    std::vector<SeqStep> pass(static_cast<size_t>(batch));
+    for (int i = 0; i < batch; ++i)
+      pass[static_cast<size_t>(i)] =
+          SeqStep{&states[static_cast<size_t>(i)], ids[static_cast<size_t>(i)]};
+    const double probe = fma.measure_once();
+    const double c0 = bench::cpu_s(), t0 = bench::now_s();
+    if (Status s = forward.run(pass); !s.ok()) die(s.to_string());
+    const double dt = bench::now_s() - t0, dc = bench::cpu_s() - c0;
+    if (k == 0) continue;
+    pass_s.push_back(dt);
+    pass_cpu_s.push_back(dc);
+    probe_gflops.push_back(probe);
+  }
+  const Flops f = count_flops(m.layout());
+  int moe_layers = 0;
+  for (int l = 0; l < c.layers; ++l) moe_layers += !c.is_dense(l);
+  const double flops = rows * (f.trunk_per_row +
+                               static_cast<double>(c.top_k) * f.expert_per_row * moe_layers) +
+                       batch * f.head_per_logits_row;
+  const double pass = bench::median(pass_s), probe = bench::median(probe_gflops);
+  const double roofline = flops / (probe * 1e9);
+  nlohmann::json j;
+  j["model"] = dir;
+  j["batch"] = batch;
+  j["prompt_len"] = prompt_len;
+  j["rows"] = rows;
+  j["memory_bytes"] = o.memory_bytes;
+  j["threads"] = threads;
+  j["simd"] = simd_level_name(level);
+  j["rounds"] = rounds;
+  j["flops_per_pass"] = flops;
+  j["pass_s"] = pass;
+  j["pass_cpu_s"] = bench::median(pass_cpu_s);
+  j["probe_gflops"] = probe;
+  j["pass_gflops"] = flops / pass / 1e9;
+  j["roofline_s"] = roofline;
+  j["pass_over_roofline"] = pass / roofline;
+  j["bytes_read"] = static_cast<double>(forward.last_pass().bytes_read());
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
 int run(int argc, char** argv) {
   const std::string dir = arg(argc, argv, "--model", "");
   if (dir.empty()) die("--model DIR is required");
@@ -242,11 +326,13 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   reexec_with_passive_omp_wait(argv);
-  if (argc < 2) die("usage: batch_bench probes|run [options] (see the top of batch_bench.cpp)");
+  if (argc < 2)
+    die("usage: batch_bench probes|run|prefill [options] (see the top of batch_bench.cpp)");
   const int threads = std::atoi(arg(argc, argv, "--threads", "0").c_str());
   if (threads > 0) omp_set_num_threads(threads);
   const std::string mode = argv[1];
   if (mode == "probes") return probes(omp_get_max_threads(), arg(argc, argv, "--disk-file", ""));
   if (mode == "run") return run(argc, argv);
+  if (mode == "prefill") return prefill(argc, argv);
   die("unknown mode " + mode);
 }
