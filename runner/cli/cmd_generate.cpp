@@ -24,12 +24,12 @@
 #include "jobs/chat/chat_format.h"
 #include "jobs/chat/chat_messages.h"
 #include "jobs/chat/chat_reply.h"
-#include "runner/cli/cmd_generate_batch.h"
+#include "runner/generate/generate_batch.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
-#include "runner/cli/model_args.h"
+#include "runner/run/model_args.h"
 #include "runner/cli/output.h"
-#include "runner/run/clock.h"
+#include "runner/item/clock.h"
 
 namespace nj::runner {
 namespace {

@@ -20,9 +20,9 @@
 #include "engine/util/units.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
-#include "runner/cli/model_args.h"
+#include "runner/run/model_args.h"
 #include "runner/cli/output.h"
-#include "runner/cli/plan_job.h"
+#include "runner/forecast/plan_job.h"
 
 namespace nj::runner {
 

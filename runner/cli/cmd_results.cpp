@@ -16,9 +16,9 @@
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
 #include "runner/cli/output.h"
-#include "runner/report/job_outputs.h"
-#include "runner/report/openai_results.h"
-#include "runner/report/result_record.h"
+#include "runner/results/job_outputs.h"
+#include "runner/results/openai_results.h"
+#include "runner/results/result_record.h"
 #include "runner/store/home.h"
 #include "runner/store/job_kind.h"
 
@@ -60,7 +60,7 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
   add_home_option(*sub, a->home);
   sub->add_option(
          "--format", a->format,
-         "jsonl (default), csv, or openai (Batch API output lines, runner/report/openai_results.h)")
+         "jsonl (default), csv, or openai (Batch API output lines, runner/results/openai_results.h)")
       ->check(CLI::IsMember({"jsonl", "csv", "openai"}));
   sub->add_option("--out", a->out, "Write to this file (atomically) instead of stdout");
   sub->add_flag("--write", a->write, "Write the outputs the job's spec declares (outputs:)");

@@ -13,12 +13,12 @@
 #include "engine/util/units.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
-#include "runner/cli/model_args.h"
+#include "runner/run/model_args.h"
 #include "runner/cli/output.h"
 #include "runner/run/home_lock.h"
-#include "runner/run/progress.h"
+#include "runner/item/progress.h"
 #include "runner/run/scheduler.h"
-#include "runner/run/stop.h"
+#include "runner/item/stop.h"
 #include "runner/store/home.h"
 
 namespace nj::runner {

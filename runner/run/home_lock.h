@@ -11,7 +11,7 @@
 #pragma once
 
 #include "engine/util/status.h"
-#include "runner/run/stop.h"
+#include "runner/item/stop.h"
 #include "runner/store/home.h"
 
 namespace nj::runner {

@@ -15,12 +15,12 @@
 #include "engine/spec/pass_cost.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/units.h"
-#include "runner/report/job_outputs.h"
-#include "runner/run/classify_runner.h"
-#include "runner/run/lease_keeper.h"
-#include "runner/run/lease_owner.h"
-#include "runner/run/pass_group.h"
-#include "runner/run/prefix_states.h"
+#include "runner/results/job_outputs.h"
+#include "runner/item/classify_runner.h"
+#include "runner/durable/lease_keeper.h"
+#include "runner/durable/lease_owner.h"
+#include "runner/item/pass_group.h"
+#include "runner/durable/prefix_states.h"
 #include "runner/store/job_kind.h"
 
 namespace nj::runner {
