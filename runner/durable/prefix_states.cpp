@@ -1,22 +1,11 @@
 // PrefixStates: per-job prefix state files over the engine's state checkpoints.
 #include "runner/durable/prefix_states.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include "engine/state/state_file.h"
 
 namespace nj::runner {
-
-PrefixLock::~PrefixLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing releases the flock
-}
 
 PrefixStates::PrefixStates(std::string home_dir, Env* env)
     : home_dir_(std::move(home_dir)), env_(env) {}
@@ -28,8 +17,7 @@ std::string PrefixStates::job_path(int64_t job_id) {
 Result<std::string> PrefixStates::job_dir(int64_t job_id) {
   const std::string dir = home_dir_ + "/prefixes/job-" + std::to_string(job_id);
   for (const std::string& d : {home_dir_ + "/prefixes", dir})
-    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST)
-      return io_error(d + ": cannot create the prefix state directory: " + std::strerror(errno));
+    NJ_RETURN_IF_ERROR(make_directory(d, "the prefix state directory"));
   return dir;
 }
 
@@ -57,13 +45,8 @@ Result<uint64_t> PrefixStates::save(int64_t job_id, const Model& model,
 
 Result<PrefixLock> PrefixStates::lock(int64_t job_id) {
   NJ_ASSIGN_OR_RETURN(std::string dir, job_dir(job_id));
-  const std::string path = dir + "/lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
-  PrefixLock lock(fd);
-  while (::flock(fd, LOCK_EX) != 0)
-    if (errno != EINTR) return io_error(path + ": cannot lock: " + std::strerror(errno));
-  return lock;
+  NJ_ASSIGN_OR_RETURN(LockFile file, lock_file_exclusive(dir + "/lock"));
+  return PrefixLock(std::move(file));
 }
 
 void PrefixStates::remove_job(int64_t job_id) {
@@ -71,7 +54,7 @@ void PrefixStates::remove_job(int64_t job_id) {
   auto names = env_->children(dir);
   if (names.ok())
     for (const auto& name : *names) (void)env_->remove(dir + "/" + name);
-  (void)::rmdir(dir.c_str());
+  remove_empty_directory(dir);
 }
 
 }  // namespace nj::runner

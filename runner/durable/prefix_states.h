@@ -15,6 +15,7 @@
 #include <string>
 
 #include "engine/io/env.h"
+#include "engine/io/lock_file.h"
 #include "engine/model/model.h"
 #include "engine/state/sequence_state.h"
 #include "engine/util/status.h"
@@ -24,13 +25,13 @@ namespace nj::runner {
 // An exclusive lock on one job's prefix state; released on destruction (or process death).
 class PrefixLock {
  public:
-  explicit PrefixLock(int fd) : fd_(fd) {}
-  PrefixLock(PrefixLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  explicit PrefixLock(LockFile file) : file_(std::move(file)) {}
+  PrefixLock(PrefixLock&&) noexcept = default;
   PrefixLock& operator=(PrefixLock&&) = delete;
-  ~PrefixLock();
+  // The destructor releases the lock.
 
  private:
-  int fd_ = -1;
+  LockFile file_;
 };
 
 // Within one `run`, the jobs whose prefix an item of the batch is loading or prefilling

@@ -1,11 +1,7 @@
 // StateCheckpoints: per-item checkpoint paths over the engine's state files.
 #include "runner/durable/state_checkpoints.h"
 
-#include <sys/stat.h>
-
-#include <cerrno>
-#include <cstring>
-
+#include "engine/io/lock_file.h"
 #include "engine/state/state_file.h"
 #include "runner/store/home.h"
 
@@ -32,8 +28,7 @@ std::string StateCheckpoints::item_path(int64_t item_id) {
 Result<std::unique_ptr<ItemCheckpointWriter>> StateCheckpoints::writer(int64_t item_id) {
   for (const std::string& dir :
        {home_dir_ + "/checkpoints", home_dir_ + "/" + Home::checkpoint_dir(item_id)}) {
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-      return io_error(dir + ": cannot create the checkpoint directory: " + std::strerror(errno));
+    NJ_RETURN_IF_ERROR(make_directory(dir, "the checkpoint directory"));
   }
   return std::make_unique<ItemCheckpointWriter>(*env_, home_dir_ + "/" + item_path(item_id));
 }
@@ -50,7 +45,7 @@ void StateCheckpoints::remove_item(int64_t item_id) {
   auto names = env_->children(dir);
   if (names.ok())
     for (const auto& name : *names) (void)env_->remove(dir + "/" + name);
-  (void)::rmdir(dir.c_str());
+  remove_empty_directory(dir);
 }
 
 }  // namespace nj::runner
