@@ -21,6 +21,7 @@
 #include "runner/results/result_record.h"
 #include "runner/store/home.h"
 #include "runner/store/job_kind.h"
+#include "runner/store/job_settings.h"
 
 namespace nj::runner {
 namespace {
@@ -117,8 +118,7 @@ Result<std::string> results_jsonl(JobStore& store, const JobRow& job) {
 
 int64_t shared_prompt_tokens(const JobRow& job) {
   if (!is_classify(job)) return 0;
-  auto c =
-      jobs::classify_settings_from_json(nlohmann::json::parse(job.settings_json, nullptr, false));
+  auto c = JobSettings::of(job).classify();
   return c.ok() ? static_cast<int64_t>(c->prefix_ids.size()) : 0;
 }
 

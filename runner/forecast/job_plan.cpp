@@ -9,6 +9,7 @@
 #include "jobs/label_trie.h"
 #include "runner/run/scheduler.h"
 #include "runner/store/job_kind.h"
+#include "runner/store/job_settings.h"
 
 namespace nj::runner {
 namespace {
@@ -142,7 +143,7 @@ JobPrediction predict_job(const JobWork& work, const JobPlanShape& shape,
 
 Result<JobWork> remaining_work(const JobRow& job, const std::vector<ItemRow>& items,
                                JobRunShape* shape) {
-  const auto settings = nlohmann::json::parse(job.settings_json, nullptr, false);
+  const JobSettings settings = JobSettings::of(job);
   if (!settings.is_object())
     return invalid_argument("job " + std::to_string(job.id) + ": its stored settings are not JSON");
   shape->model_dir = job.model_dir;
@@ -150,12 +151,11 @@ Result<JobWork> remaining_work(const JobRow& job, const std::vector<ItemRow>& it
   shape->classify = is_classify(job);
   NJ_ASSIGN_OR_RETURN(shape->speculative, stored_speculative_mode(job));
   shape->context = 1;
-  if (settings.contains("max_context") && settings["max_context"].is_number_integer())
-    shape->context = settings["max_context"].get<int64_t>();
+  if (auto max_context = settings.max_context()) shape->context = *max_context;
   JobWork work;
   int64_t trie_rows = 0, prefix_rows = 0;
   if (shape->classify) {
-    NJ_ASSIGN_OR_RETURN(jobs::ClassifySettings c, jobs::classify_settings_from_json(settings));
+    NJ_ASSIGN_OR_RETURN(jobs::ClassifySettings c, settings.classify());
     NJ_ASSIGN_OR_RETURN(jobs::LabelTrie trie, jobs::LabelTrie::build(c.label_ids, c.labels));
     for (const auto& path : trie.feed_paths()) trie_rows += static_cast<int64_t>(path.size());
     prefix_rows = static_cast<int64_t>(c.prefix_ids.size());

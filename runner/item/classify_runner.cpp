@@ -19,6 +19,7 @@
 #include "runner/item/clock.h"
 #include "runner/item/item_end.h"
 #include "runner/durable/prefix_states.h"
+#include "runner/store/job_settings.h"
 
 namespace nj::runner {
 namespace {
@@ -276,8 +277,7 @@ AttemptReport ClassifyRun::lost() {
 }
 
 Result<AttemptReport> ClassifyRun::run() {
-  auto settings = jobs::classify_settings_from_json(
-      nlohmann::json::parse(claim_.job.settings_json, nullptr, false));
+  auto settings = JobSettings::of(claim_.job).classify();
   if (!settings.ok()) return fail(settings.status().message());
   settings_ = std::move(*settings);
   auto trie = jobs::LabelTrie::build(settings_.label_ids, settings_.labels);

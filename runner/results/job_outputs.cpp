@@ -1,10 +1,6 @@
 // results_csv and the declared outputs of a job.
 #include "runner/results/job_outputs.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -13,11 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/io/durable.h"
+#include "engine/io/lock_file.h"
 #include "engine/io/env.h"
 #include "jobs/job_spec.h"
 #include "jobs/output_paths.h"
 #include "runner/results/result_record.h"
 #include "runner/store/job_kind.h"
+#include "runner/store/job_settings.h"
 
 namespace nj::runner {
 namespace {
@@ -92,19 +90,9 @@ Status write_output(const std::string& path, const std::string& text) {
   if (dir.empty()) dir = ".";
   std::filesystem::create_directories(dir, ec);
   if (ec) return io_error(dir.string() + ": cannot create the output directory: " + ec.message());
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return io_error(dir.string() + ": cannot open: " + std::strerror(errno));
-  int rc;
-  while ((rc = ::flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
-  }
-  if (rc != 0) {
-    const std::string why = std::strerror(errno);
-    ::close(fd);
-    return io_error(dir.string() + ": cannot lock: " + why);
-  }
-  Status s = write_file_durably(*Env::posix(), path, text);
-  ::close(fd);  // releases the lock
-  return s;
+  NJ_ASSIGN_OR_RETURN(LockFile lock, LockFile::open(dir.string(), /*directory=*/true));
+  NJ_RETURN_IF_ERROR(lock.lock_exclusive());
+  return write_file_durably(*Env::posix(), path, text);  // then `lock` releases the lock
 }
 
 }  // namespace
@@ -122,8 +110,7 @@ std::string csv_field(const std::string& text) {
 Result<std::string> records_csv(const std::string& kind, const std::string& settings_json,
                                 const std::vector<nlohmann::json>& records) {
   if (known_job_kind(kind) != jobs::JobKind::kClassify) return generate_csv(records);
-  NJ_ASSIGN_OR_RETURN(auto c, jobs::classify_settings_from_json(
-                                  nlohmann::json::parse(settings_json, nullptr, false)));
+  NJ_ASSIGN_OR_RETURN(auto c, JobSettings::parse(settings_json).classify());
   return classify_csv(records, c);
 }
 
@@ -136,8 +123,7 @@ Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const J
                                                         const Home& home) {
   std::vector<std::string> written;
   if (!is_classify(job)) return written;
-  NJ_ASSIGN_OR_RETURN(auto c, jobs::classify_settings_from_json(
-                                  nlohmann::json::parse(job.settings_json, nullptr, false)));
+  NJ_ASSIGN_OR_RETURN(auto c, JobSettings::of(job).classify());
   // A job stored before the rules were recorded: the spec's directory and the spec.
   jobs::OutputRules rules = c.output_rules.value_or(jobs::OutputRules{});
   if (!c.output_rules) {
