@@ -33,7 +33,6 @@
 #include <string>
 
 #include "engine/model/model.h"
-#include "engine/spec/pass_cost.h"
 #include "engine/spec/speculator.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "runner/durable/lease_keeper.h"
@@ -83,18 +82,6 @@ struct AttemptReport {
   std::string message;                   // the error or the stop reason
   int64_t tokens_generated = 0;          // new output tokens in this attempt
   SpeculationStats speculation;          // what speculation did in this attempt
-};
-
-// Speculative decoding in a batch (engine/spec/): the drafts per item and pass the batch's
-// plan holds (0: its items decode plainly), and the plan's byte cost of a pass by its rows,
-// from which each item's draft length adapts to its own acceptance. A generate item
-// speculates when its job's `speculative:` is not off and the plan holds drafts; the plan
-// holds them only for jobs whose mode asks (scheduler.h, run_draft_tokens), and a batch's
-// items share their jobs' mode (the claim filter). Speculation never changes a token
-// (engine/spec/decode.h): the item's output, commits and checkpoints are plain decoding's.
-struct BatchSpeculation {
-  int draft_tokens = 0;
-  PassCost cost;
 };
 
 // What an item run works with. All references must outlive run_item.

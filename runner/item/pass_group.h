@@ -23,11 +23,29 @@
 #include <vector>
 
 #include "engine/forward/forward.h"
+#include "engine/spec/pass_cost.h"
 #include "engine/util/status.h"
 
 namespace nj::runner {
 
 class PassGroup;
+
+// Speculative decoding in a batch (engine/spec/), for `run`'s passes and for the lockstep
+// passes of `generate --prompts-file` (runner/run/lockstep.h) alike: at most `draft_tokens`
+// drafts per sequence and pass (the batch's plan holds them; 0: its sequences decode
+// plainly), each sequence's draft length adapting to its own acceptance against `cost`, the
+// plan's byte cost of a pass by its rows. Speculation never changes a token
+// (engine/spec/decode.h): the output, commits and checkpoints are plain decoding's.
+//   run       a generate item speculates when its job's `speculative:` is not off and the
+//             plan holds drafts; the plan holds them only for jobs whose mode asks
+//             (scheduler.h, run_draft_tokens), and a batch's items share their jobs' mode
+//             (the claim filter).
+//   lockstep  REQUIRES: the Forward takes tentative steps of 1 + draft_tokens rows for every
+//             sequence of a pass (ForwardOptions::tentative_rows, tentative_sequences).
+struct BatchSpeculation {
+  int draft_tokens = 0;
+  PassCost cost;
+};
 
 // The engine as one item sees it: its own sequence state, fed in passes shared with the
 // rest of its group. The interface of engine Session. Not thread-safe: its item's thread.
