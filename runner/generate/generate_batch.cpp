@@ -20,8 +20,6 @@
 
 #include "engine/forward/forward.h"
 #include "engine/spec/pass_cost.h"
-#include "runner/cli/exit_codes.h"
-#include "runner/cli/output.h"
 #include "runner/item/clock.h"
 #include "runner/run/lockstep.h"
 
@@ -101,9 +99,11 @@ Result<std::vector<GenerationRequest>> read_prompts(const BatchGenerateArgs& a, 
 
 }  // namespace
 
-int run_generate_batch(const BatchGenerateArgs& a, const std::optional<Tokenizer>& tokenizer) {
-  auto requests = read_prompts(a, tokenizer ? &*tokenizer : nullptr);
-  if (!requests.ok()) return report_failure(requests.status());
+Result<BatchGeneration> generate_batch(const BatchGenerateArgs& a,
+                                       const std::optional<Tokenizer>& tokenizer) {
+  BatchGeneration g;
+  NJ_ASSIGN_OR_RETURN(g.requests, read_prompts(a, tokenizer ? &*tokenizer : nullptr));
+  const std::vector<GenerationRequest>* requests = &g.requests;
   int context = 1;
   for (const auto& r : *requests)
     context = std::max(context, static_cast<int>(r.prompt.size()) + std::max(0, r.max_tokens));
@@ -118,12 +118,12 @@ int run_generate_batch(const BatchGenerateArgs& a, const std::optional<Tokenizer
   shape.kda_rollback = a.kda_rollback;
   if (a.batch == 0 && !a.model.memory.empty()) {
     auto headers = max_batch_for(a.model, shape);
-    if (!headers.ok()) return report_failure(headers.status());
+    if (!headers.ok()) return headers.status();
     shape.batch = std::max(1, std::min(*headers, n));
   }
   batch = shape.batch;
   auto model = open_model(a.model, shape);
-  if (!model.ok()) return report_failure(model.status());
+  if (!model.ok()) return model.status();
   // With speculation, the drafts the budget holds beside plain decoding's plan (planner.h,
   // step 4): never more than asked for, possibly none (then every pass is plain).
   PlanOptions po = (*model)->plan_options();
@@ -134,12 +134,12 @@ int run_generate_batch(const BatchGenerateArgs& a, const std::optional<Tokenizer
                  po.draft_tokens, a.draft_tokens);
   const ActivationShape planned = planned_activation_shape(po);
   ForwardOptions fo{planned.rows, batch, po.max_context, false};
-  LockstepSpeculation speculation;
+  BatchSpeculation speculation;
   if (po.draft_tokens > 0) {
     fo.tentative_rows = 1 + po.draft_tokens;
     fo.tentative_sequences = batch;
     fo.kda_rollback = a.kda_rollback;
-    speculation = LockstepSpeculation{po.draft_tokens, pass_cost((*model)->layout(), (*model)->plan())};
+    speculation = BatchSpeculation{po.draft_tokens, pass_cost((*model)->layout(), (*model)->plan())};
   }
   Forward forward(**model, fo);
   LockstepGenerator gen(forward, batch, planned.rows, a.model.prefill_chunk, speculation);
@@ -149,68 +149,77 @@ int run_generate_batch(const BatchGenerateArgs& a, const std::optional<Tokenizer
   const auto t_run = Clock::now();
   std::vector<GenerationResult> finished;
   while (!gen.done())
-    if (Status s = gen.step(&finished); !s.ok()) return report_failure(s);
+    NJ_RETURN_IF_ERROR(gen.step(&finished));
   const double run_s = seconds_since(t_run);
 
   // Results in input order.
-  std::vector<const GenerationResult*> by_input(requests->size(), nullptr);
-  for (const auto& r : finished)
-    for (size_t i = 0; i < requests->size(); ++i)
-      if ((*requests)[i].id == r.id) by_input[i] = &r;
-  uint64_t generated = 0;
-  for (const auto* r : by_input) generated += r->output.size();
-  if (a.output == "json") {
-    nlohmann::json results = nlohmann::json::array();
-    for (size_t i = 0; i < by_input.size(); ++i) {
-      const GenerationResult& r = *by_input[i];
-      nlohmann::json j;
-      j["id"] = r.id;
-      j["output_ids"] = r.output;
-      if (tokenizer) j["output_text"] = tokenizer->decode(r.output);
-      j["finish_reason"] = finish_reason_name(r.finish);
-      j["prompt_tokens"] = (*requests)[i].prompt.size();
-      j["generated_tokens"] = r.output.size();
-      j["usage"] = {{"passes", r.usage.passes},
-                    {"max_batch", r.usage.max_batch},
-                    {"compute_s", r.usage.compute_s},
-                    {"io_wait_s", r.usage.wait_s},
-                    {"bytes_read", r.usage.bytes_read}};
-      if (a.draft_tokens > 0)
-        j["speculation"] = {{"passes", r.speculation.passes},
-                            {"drafted", r.speculation.drafted},
-                            {"accepted", r.speculation.accepted},
-                            {"tokens_per_pass", r.speculation.tokens_per_pass()}};
-      results.push_back(j);
-    }
-    nlohmann::json out;
-    out["results"] = results;
-    out["batch"] = batch;
-    if (a.draft_tokens > 0) out["max_draft_tokens"] = po.draft_tokens;
-    out["timings"] = {{"load_s", load_s},
-                      {"run_s", run_s},
-                      {"generated_tokens", generated},
-                      {"tokens_per_s", run_s > 0 ? static_cast<double>(generated) / run_s : 0.0}};
-    nlohmann::json stats = stats_json(**model, forward.stats());
-    stats["passes"] = forward.stats().passes;
-    stats["max_sequences_per_pass"] = forward.stats().max_sequences;
-    out["stats"] = stats;
-    print_json(out);
-  } else {
-    for (const auto* r : by_input) {
-      std::string text;
-      if (tokenizer) {
-        text = tokenizer->decode(r->output);
-      } else {
-        for (size_t i = 0; i < r->output.size(); ++i) text += (i ? " " : "") + std::to_string(r->output[i]);
-      }
-      std::printf("%s\t%s\n", r->id.c_str(), nlohmann::json(text).dump().c_str());
-    }
-    spdlog::info("{} sequences, batch {}: {} tokens in {} passes, {:.3f} s", n, batch, generated,
-                 forward.stats().passes, run_s);
+  for (const auto& r : *requests)
+    for (auto& f : finished)
+      if (f.id == r.id) g.results.push_back(std::move(f));
+  for (const auto& r : g.results) g.generated += r.output.size();
+  g.batch = batch;
+  g.max_draft_tokens = po.draft_tokens;
+  g.load_s = load_s;
+  g.run_s = run_s;
+  g.stats = stats_json(**model, forward.stats());
+  g.passes = forward.stats().passes;
+  g.max_sequences_per_pass = forward.stats().max_sequences;
+  return g;
+}
+
+nlohmann::json batch_generation_json(const BatchGenerateArgs& a,
+                                     const std::optional<Tokenizer>& tokenizer,
+                                     const BatchGeneration& g) {
+  nlohmann::json results = nlohmann::json::array();
+  for (size_t i = 0; i < g.results.size(); ++i) {
+    const GenerationResult& r = g.results[i];
+    nlohmann::json j;
+    j["id"] = r.id;
+    j["output_ids"] = r.output;
+    if (tokenizer) j["output_text"] = tokenizer->decode(r.output);
+    j["finish_reason"] = finish_reason_name(r.finish);
+    j["prompt_tokens"] = g.requests[i].prompt.size();
+    j["generated_tokens"] = r.output.size();
+    j["usage"] = {{"passes", r.usage.passes},
+                  {"max_batch", r.usage.max_batch},
+                  {"compute_s", r.usage.compute_s},
+                  {"io_wait_s", r.usage.wait_s},
+                  {"bytes_read", r.usage.bytes_read}};
+    if (a.draft_tokens > 0)
+      j["speculation"] = {{"passes", r.speculation.passes},
+                          {"drafted", r.speculation.drafted},
+                          {"accepted", r.speculation.accepted},
+                          {"tokens_per_pass", r.speculation.tokens_per_pass()}};
+    results.push_back(j);
   }
-  if (a.model.stats)
-    std::fprintf(stderr, "stats: %s\n", stats_text(stats_json(**model, forward.stats())).c_str());
-  return kExitOk;
+  nlohmann::json out;
+  out["results"] = results;
+  out["batch"] = g.batch;
+  if (a.draft_tokens > 0) out["max_draft_tokens"] = g.max_draft_tokens;
+  out["timings"] = {{"load_s", g.load_s},
+                    {"run_s", g.run_s},
+                    {"generated_tokens", g.generated},
+                    {"tokens_per_s", g.run_s > 0 ? static_cast<double>(g.generated) / g.run_s : 0.0}};
+  nlohmann::json stats = g.stats;
+  stats["passes"] = g.passes;
+  stats["max_sequences_per_pass"] = g.max_sequences_per_pass;
+  out["stats"] = stats;
+  return out;
+}
+
+std::string batch_generation_text(const std::optional<Tokenizer>& tokenizer,
+                                  const BatchGeneration& g) {
+  std::string out;
+  for (const GenerationResult& r : g.results) {
+    std::string text;
+    if (tokenizer) {
+      text = tokenizer->decode(r.output);
+    } else {
+      for (size_t i = 0; i < r.output.size(); ++i) text += (i ? " " : "") + std::to_string(r.output[i]);
+    }
+    out += r.id + "\t" + nlohmann::json(text).dump() + "\n";
+  }
+  return out;
 }
 
 }  // namespace nj::runner

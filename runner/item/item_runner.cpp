@@ -90,6 +90,9 @@ class ItemRun {
   // A failed attempt; `final` fails the item at once (an error every attempt would repeat).
   Result<AttemptReport> fail(const std::string& error, bool final = false);
   Result<AttemptReport> finish();
+  // Samples, feeds, commits and checkpoints from the caught-up state to the end of the
+  // output (or a stop, a lost lease, a failed attempt); run()'s last step.
+  Result<AttemptReport> generate();
   AttemptReport lost();
   // Whether the item speculates: its job's `speculative:` is not off and the batch's plan
   // holds drafts. Errors: an unknown stored mode (the item's attempt fails with it).
@@ -549,6 +552,10 @@ Result<AttemptReport> ItemRun::run() {
     numerics_recorded_ = true;
   }
 
+  return generate();
+}
+
+Result<AttemptReport> ItemRun::generate() {
   auto speculate = speculates();
   if (!speculate.ok()) return fail(speculate.status().message(), /*final=*/true);
   if (*speculate) {
