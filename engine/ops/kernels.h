@@ -123,7 +123,7 @@ void situ_glu(const float* g, const float* u, int n, float beta, float lin_beta,
 // Sigmoid and SiLU are the engine's own (kernels_math.inc), like SiTU's. exp_inplace is libm's
 // expf per element: where exp's result compounds (KDA's decay over positions, softmax) the
 // engine's 0.84-ulp exp measured beyond the golden tests' 1e-4 from the float64 reference,
-// where glibc's correctly rounded expf does not (engine/forward/numerics.h).
+// where glibc's correctly rounded expf does not (engine/ops/numerics.h).
 void exp_inplace(float* x, int n);
 void silu_inplace(float* x, int n);
 void sigmoid_inplace(float* x, int n);
