@@ -1,5 +1,5 @@
 // `nightjar pack MODEL_DIR [--out DIR] [--codec raw|lossless]`: write the packed trunk
-// (engine/pack/pack.h).
+// (engine/weights/pack.h).
 #include <cstdio>
 #include <memory>
 
@@ -10,9 +10,9 @@
 #include "engine/io/env.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
-#include "engine/model/model.h"
+#include "engine/runtime/model.h"
 #include "engine/model/tensor_index.h"
-#include "engine/pack/pack.h"
+#include "engine/weights/pack.h"
 #include "engine/util/units.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"

@@ -16,7 +16,7 @@
 
 #include "engine/io/env.h"
 #include "engine/io/lock_file.h"
-#include "engine/model/model.h"
+#include "engine/runtime/model.h"
 #include "engine/state/sequence_state.h"
 #include "engine/util/status.h"
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/model.h"
+#include "engine/runtime/model.h"
 #include "engine/session/sampler.h"
 #include "engine/session/session.h"
-#include "engine/spec/decode.h"
+#include "engine/speculative/decode.h"
 #include "jobs/chat/chat_reply.h"
 
 namespace nj::runner {
@@ -35,7 +35,7 @@ void start_speculation(std::optional<SpeculativeDecoder<Session>>& spec, Session
 // Samples and feeds until max_tokens tokens, `eos` (-1: none) or, with `reply`, the end of a
 // chat reply. With `save` the last token is fed too (the saved state then continues after
 // it). With `spec` a pass also feeds drafts; verification emits exactly the tokens the plain
-// loop would (engine/spec/verify.h), so the tokens, the RNG and the last state are the same.
+// loop would (engine/speculative/verify.h), so the tokens, the RNG and the last state are the same.
 // Errors: a pass's.
 Result<DecodedTokens> decode_prompt(Session& session, Sampler& sampler,
                                     SpeculativeDecoder<Session>* spec,

@@ -9,11 +9,11 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/forward/numerics.h"
+#include "engine/ops/numerics.h"
 #include "engine/session/logprobs.h"
 #include "engine/session/sampler.h"
 #include "engine/session/session.h"
-#include "engine/spec/decode.h"
+#include "engine/speculative/decode.h"
 #include "jobs/chat/chat_reply.h"
 #include "jobs/job_spec.h"
 #include "runner/item/chunked_feed.h"
@@ -567,7 +567,7 @@ Result<AttemptReport> ItemRun::generate() {
 
   // The token loop. The state has consumed prompt + output; last_logits predicts the next.
   // With speculation a pass also feeds drafts, and verification emits exactly the tokens
-  // this loop would emit one pass each (engine/spec/decode.h): after every pass the state,
+  // this loop would emit one pass each (engine/speculative/decode.h): after every pass the state,
   // the sampler and the output are plain decoding's, so commits and checkpoints are too.
   while (static_cast<int64_t>(output_.size()) < params_.max_tokens) {
     auto t0 = Clock::now();

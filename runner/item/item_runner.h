@@ -8,7 +8,7 @@
 //             tokens from position 0, the same way. A replay that diverges after a
 //             checkpoint is retried from position 0; diverging from 0 fails the attempt.
 //   numerics  when the stored output came from other arithmetic (the store's
-//             numerics_version differs from engine/forward/numerics.h, or is unrecorded):
+//             numerics_version differs from engine/ops/numerics.h, or is unrecorded):
 //             the checkpoint is dropped unread (`numerics_changed`), the stored tokens are
 //             replayed from position 0, and kept when the sampler draws every one of them
 //             again; otherwise the output restarts from the prompt (`numerics_restart`), not
@@ -32,8 +32,8 @@
 #include <optional>
 #include <string>
 
-#include "engine/model/model.h"
-#include "engine/spec/speculator.h"
+#include "engine/runtime/model.h"
+#include "engine/speculative/speculator.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "runner/durable/lease_keeper.h"
 #include "runner/item/pass_group.h"

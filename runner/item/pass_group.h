@@ -23,19 +23,19 @@
 #include <vector>
 
 #include "engine/forward/forward.h"
-#include "engine/spec/pass_cost.h"
+#include "engine/plan/pass_cost.h"
 #include "engine/util/status.h"
 
 namespace nj::runner {
 
 class PassGroup;
 
-// Speculative decoding in a batch (engine/spec/), for `run`'s passes and for the lockstep
+// Speculative decoding in a batch (engine/speculative/), for `run`'s passes and for the lockstep
 // passes of `generate --prompts-file` (runner/run/lockstep.h) alike: at most `draft_tokens`
 // drafts per sequence and pass (the batch's plan holds them; 0: its sequences decode
 // plainly), each sequence's draft length adapting to its own acceptance against `cost`, the
 // plan's byte cost of a pass by its rows. Speculation never changes a token
-// (engine/spec/decode.h): the output, commits and checkpoints are plain decoding's.
+// (engine/speculative/decode.h): the output, commits and checkpoints are plain decoding's.
 //   run       a generate item speculates when its job's `speculative:` is not off and the
 //             plan holds drafts; the plan holds them only for jobs whose mode asks
 //             (scheduler.h, run_draft_tokens), and a batch's items share their jobs' mode
@@ -58,7 +58,7 @@ class ItemSession {
   // of a failed pass gets the error) or Aborted when the run is ending.
   Status feed(std::span<const int32_t> ids, std::vector<float>* all_logits = nullptr);
 
-  // Speculative verification (engine/spec/decode.h): feeds `ids` as one tentative step of
+  // Speculative verification (engine/speculative/decode.h): feeds `ids` as one tentative step of
   // the group's next pass (the token just chosen and its drafts), all_logits receiving
   // [ids.size()][vocab]. The state is unsettled until keep(rows), which must follow before
   // this item gives up its turn again (the group's next pass refuses to run before every
@@ -70,7 +70,7 @@ class ItemSession {
   const std::vector<float>& last_logits() const { return state_.last_logits; }
   int64_t position() const { return state_.position; }
   const SequenceState& state() const { return state_; }
-  Model& model();
+  const ModelConfig& config() const;
   // Gives up the turn until the group's next pass is over, feeding nothing (an item that
   // waits for another item's work, e.g. a shared prefix being prefilled).
   Status skip_pass();

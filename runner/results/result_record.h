@@ -18,7 +18,7 @@
 //              "timings": {"prefill_s", "decode_s", "started_at", "finished_at", "wall_s"},
 //              "engine": {"io_wait_s", "compute_s", "bytes_read", "tokens_fed",
 //                         "decode_steps", "numerics_version"}}
-//                                                 (numerics_version: engine/forward/numerics.h
+//                                                 (numerics_version: engine/ops/numerics.h
 //                                                  of the stored output; null: unrecorded)
 //
 // The *answer* of a record is everything but attempts, timings and engine: the same for

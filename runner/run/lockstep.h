@@ -7,7 +7,7 @@
 // token, from logits that are bit-identical to its solo run's), so its tokens are the
 // same whatever shares its passes.
 //
-// Speculation (engine/spec/, BatchSpeculation): a decoding sequence's step is then the
+// Speculation (engine/speculative/, BatchSpeculation): a decoding sequence's step is then the
 // token just chosen and its prompt-lookup drafts, a tentative step verified after the pass
 // (Speculator::verify, Forward::keep) exactly as `generate --speculative` verifies its own:
 // the tokens are the same.
@@ -22,7 +22,7 @@
 
 #include "engine/forward/forward.h"
 #include "engine/session/sampler.h"
-#include "engine/spec/speculator.h"
+#include "engine/speculative/speculator.h"
 #include "engine/util/status.h"
 #include "runner/item/pass_group.h"  // BatchSpeculation
 

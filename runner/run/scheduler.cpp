@@ -11,8 +11,8 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/model/model.h"
-#include "engine/spec/pass_cost.h"
+#include "engine/runtime/model.h"
+#include "engine/plan/pass_cost.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/units.h"
 #include "runner/results/job_outputs.h"
@@ -358,7 +358,7 @@ class QueueRun {
     held_.push_back(Held{std::move(claim), nullptr, Clock::now(), std::nullopt});
     Held& h = held_.back();
     h.lease = std::make_unique<ItemLease>(keeper_, h.claim.item.id);
-    Model& model = forward_->model();
+    Model& model = *batch_model_;
     const Tokenizer* tokenizer = models_.tokenizer();
     group_->spawn([this, &h = h, &model = model, tokenizer, speculation = models_.speculation()] {
       ItemEnv env{store_, model,     tokenizer, files_,       item_options_, owner_,
@@ -386,7 +386,8 @@ class QueueRun {
       fo.tentative_sequences = po.batch;
       fo.kda_rollback = po.kda_rollback;
     }
-    forward_ = std::make_unique<Forward>(**model, fo);
+    batch_model_ = *model;
+    forward_ = std::make_unique<Forward>(batch_model_->config(), batch_model_->weights(), fo);
     group_ = std::make_unique<PassGroup>(*forward_, shape.rows);
     return Next::kJoined;
   }
@@ -569,6 +570,7 @@ class QueueRun {
   RunSummary summary_;
   bool said_idle_ = false;
   std::unique_ptr<Forward> forward_;
+  Model* batch_model_ = nullptr;  // the model `forward_` computes with
   std::unique_ptr<PassGroup> group_;
   std::list<Held> held_;
   PrefixGate prefix_gate_;

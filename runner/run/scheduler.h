@@ -12,7 +12,7 @@
 #include <string>
 
 #include "engine/plan/planner.h"
-#include "engine/spec/draft_length.h"
+#include "engine/speculative/draft_length.h"
 #include "jobs/job_spec.h"
 #include "runner/item/item_runner.h"
 #include "runner/item/pass_group.h"
@@ -58,7 +58,7 @@ inline constexpr int kMaxDefaultBatch = 64;
 PlanOptions run_plan_options(bool classify, int64_t context, const SchedulerOptions& options);
 
 // The most drafts per item per pass `run` plans for a speculating generate job; each item's
-// draft length adapts below it (engine/spec/draft_length.h).
+// draft length adapts below it (engine/speculative/draft_length.h).
 inline constexpr int kRunDraftTokens = DraftLengthOptions{}.max_draft_tokens;
 
 // The drafts per item `run` plans for a generate job of `mode` whose model is planned with
