@@ -16,7 +16,8 @@
 #
 # Prints a table: median s/token (decode time / generated tokens) of plain and speculative
 # decoding, their ratio (the median of the per-round ratios, with the range), acceptance
-# (accepted / drafted over all rounds), tokens per pass, the most drafts the budget holds and
+# (accepted / drafted over all rounds), tokens per pass, rows computed per token (decode
+# passes + drafted tokens, over generated tokens), the most drafts the budget holds and
 # whether the tokens are identical (the script fails if they are not). Needs a build
 # (build/runner/nightjar).
 set -euo pipefail
@@ -84,8 +85,9 @@ def s_per_token(j):
 def bytes_per_token(j):
     return j["stats"]["bytes_read"]["total"] / len(j["output_ids"])
 print("| workload | s/token plain | s/token spec | ratio (median of rounds, range) | accepted / drafted | "
-      "tokens per pass | most drafts the budget holds | MB read per token plain / spec | same tokens |")
-print("|---|---|---|---|---|---|---|---|---|")
+      "tokens per pass | rows computed per token spec (plain: 1) | most drafts the budget holds | "
+      "MB read per token plain / spec | same tokens |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 failed = []
 for name, what in (("greedy", "greedy"), ("sampled", "sampled (T 0.8, top-p 0.95, seed 7)")):
     plain = [load(name + "-plain", r) for r in range(1, rounds + 1)]
@@ -96,10 +98,10 @@ for name, what in (("greedy", "greedy"), ("sampled", "sampled (T 0.8, top-p 0.95
     dr = sum(s["speculation"]["drafted"] for s in spec)
     passes = sum(s["speculation"]["passes"] for s in spec)
     toks = sum(len(s["output_ids"]) for s in spec)
-    print("| %s | %.4f s | %.4f s | %.2fx (%.2f-%.2f) | %d / %d (%.0f %%) | %.2f | %d | %.2f / %.2f | %s |" % (
+    print("| %s | %.4f s | %.4f s | %.2fx (%.2f-%.2f) | %d / %d (%.0f %%) | %.2f | %.2f | %d | %.2f / %.2f | %s |" % (
         what, statistics.median(map(s_per_token, plain)), statistics.median(map(s_per_token, spec)),
         statistics.median(ratios), min(ratios), max(ratios), acc, dr, 100.0 * acc / dr if dr else 0.0,
-        statistics.median(s["speculation"]["tokens_per_pass"] for s in spec),
+        statistics.median(s["speculation"]["tokens_per_pass"] for s in spec), (passes + dr) / toks,
         spec[-1]["speculation"]["max_draft_tokens"],
         statistics.median(map(bytes_per_token, plain)) / 1e6, statistics.median(map(bytes_per_token, spec)) / 1e6,
         "yes" if same else "NO"))
