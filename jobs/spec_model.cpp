@@ -11,8 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/io/file.h"
-#include "engine/model/model.h"
+#include "engine/runtime/model.h"
 #include "engine/plan/planner.h"
+#include "engine/runtime/model_plan.h"
 #include "jobs/label_trie.h"
 
 namespace nj::jobs {
@@ -142,16 +143,19 @@ Status check_job_fits_model(const JobSpec& spec) {
     std::string pack_warning;
     NJ_ASSIGN_OR_RETURN(ModelHeaders headers,
                         open_model_headers(spec.model_dir, /*use_pack=*/true, &pack_warning));
-    PlanOptions po;  // run's defaults: the prefill chunk, and a logits row per replayed token
-    po.max_context = static_cast<int>(std::max<int64_t>(1, job_max_context(spec)));
-    po.all_logits = true;
-    po.sequence_states = spec.classify ? 2 : 1;
-    auto plan = plan_residency(*headers.layout, *spec.memory_bytes, po);
+    // The plan `run` makes for one item of this job (engine/runtime/model_plan.h), so that
+    // the minimum checked here is the one run plans for.
+    ModelRequest request;
+    request.memory_bytes = *spec.memory_bytes;
+    request.classify = spec.classify.has_value();
+    request.context = std::max<int64_t>(1, job_max_context(spec));
+    request.batch = 1;
+    auto plan = plan_model(*headers.layout, request);
     if (!plan.ok()) {
       if (plan.status().code() != StatusCode::kResourceExhausted) return plan.status();
       const std::string where = spec.memory_where.empty() ? spec.source : spec.memory_where;
       errors.push_back(where + ": memory: " + plan.status().message() +
-                       " (for this job's longest context, " + std::to_string(po.max_context) +
+                       " (for this job's longest context, " + std::to_string(request.context) +
                        " tokens)");
     }
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/model/config.h"
+#include "engine/moe/moe_activations.h"
 
 namespace nj {
 
@@ -40,9 +41,6 @@ struct ActivationShape {
   int tentative_rows = 0;
   KdaRollback kda_rollback = kDefaultKdaRollback;
 };
-
-template <class T>
-using Buf = std::vector<T>;
 
 // Stream and head: the residual stream of every row, and the attention-residual bank.
 struct StreamActivations {
@@ -80,27 +78,6 @@ struct MlaActivations {
   Buf<float> per_head;  // [heads][2 kv_lora_rank + max_context]: q_abs, ctx, scores
 };
 
-// LatentMoE (k3-model.md §6): routing and expert outputs for all rows of all sequences.
-struct MoeActivations {
-  Buf<float> scores;        // [rows][E] σ(router x)
-  Buf<int32_t> selected;    // [rows][top_k] experts in rank order
-  Buf<float> weights;       // [rows][top_k] their combine weights
-  Buf<int32_t> by_expert;   // [rows x top_k] (row, rank) pairs grouped by expert
-  Buf<int32_t> expert_end;  // [E + 1] group boundaries in by_expert
-  Buf<float> z;             // [rows][latent] down_proj x
-  Buf<float> gather;        // [group rows][latent] a group of experts' input rows
-  Buf<float> g, u;          // [group rows][moe_inter]
-  Buf<float> y;             // [group rows][latent] their output rows
-  Buf<float> expert_out;    // [rows][top_k][latent]
-  Buf<float> acc;           // [rows][latent] combined, normed
-  Buf<float> shared;        // [rows][hidden] the shared expert's output
-};
-
-// SiTU-GLU MLP (dense layers and the shared expert).
-struct FfnActivations {
-  Buf<float> g, u;  // [rows][max(dense_inter, shared_inter)]
-};
-
 // What a pass keeps of its tentative steps so that each can settle on any prefix of its
 // rows (Forward::keep). Per tentative step and KDA layer, both modes log the rows' pre-conv
 // inputs (the conv history is rolled forward only by keep); replay also logs the
@@ -135,13 +112,6 @@ struct Activations {
  private:
   const ModelConfig* config_ = nullptr;  // of the last allocate(); must outlive this
 };
-
-// Token rows the MoE's expert groups hold at once (engine/moe/expert_group.h): every (row,
-// rank) pair of a pass up to 256 pairs (a decode step of 16 sequences at top-16; at K3's
-// shapes ~53 KB each), and always at least one pass's rows (an expert serves each row once).
-inline size_t moe_group_rows(size_t rows, size_t top_k) {
-  return std::min(rows * top_k, std::max<size_t>(rows, 256));
-}
 
 // Floats of the kernels' thread-local arranged scratch for passes of `rows` rows.
 uint64_t kernel_scratch_bytes(const ModelConfig& c, int rows);
@@ -196,32 +166,7 @@ void visit_buffers(A& a, const ModelConfig& c, const ActivationShape& s, F&& f) 
     f(a.mla.gate, R * nh * vd);
     f(a.mla.per_head, nh * (2 * kvl + static_cast<size_t>(s.max_context)));
   }
-  bool any_moe = false, any_dense = false;
-  for (int l = 0; l < c.layers; ++l) (c.is_dense(l) ? any_dense : any_moe) = true;
-  size_t inter = any_dense ? static_cast<size_t>(c.dense_inter) : 0;
-  if (any_moe) {
-    const size_t E = static_cast<size_t>(c.num_experts), k = static_cast<size_t>(c.top_k),
-                 lat = static_cast<size_t>(c.latent), mi = static_cast<size_t>(c.moe_inter);
-    f(a.moe.scores, R * E);
-    f(a.moe.selected, R * k);
-    f(a.moe.weights, R * k);
-    f(a.moe.by_expert, R * k);
-    f(a.moe.expert_end, E + 1);
-    f(a.moe.z, R * lat);
-    const size_t G = moe_group_rows(R, k);
-    f(a.moe.gather, G * lat);
-    f(a.moe.g, G * mi);
-    f(a.moe.u, G * mi);
-    f(a.moe.y, G * lat);
-    f(a.moe.expert_out, R * k * lat);
-    f(a.moe.acc, R * lat);
-    if (c.shared_inter() > 0) {
-      f(a.moe.shared, R * hid);
-      inter = std::max(inter, static_cast<size_t>(c.shared_inter()));
-    }
-  }
-  f(a.ffn.g, R * inter);
-  f(a.ffn.u, R * inter);
+  visit_ffn_buffers(a.moe, a.ffn, c, R, f);
 }
 
 }  // namespace nj

@@ -7,7 +7,9 @@
 #include <string>
 #include <unordered_set>
 
+#include "engine/forward/decoder_layer.h"
 #include "engine/forward/layers.h"
+#include "engine/moe/ffn.h"
 #include "engine/moe/moe_layer.h"
 #include "engine/ops/kernels.h"
 
@@ -70,8 +72,9 @@ Status check_finite(std::span<const SeqStep> steps, const float* logits, size_t 
 
 }  // namespace
 
-Forward::Forward(Model& model, ForwardOptions options) : model_(model), options_(options) {
-  const ModelConfig& c = model.config();
+Forward::Forward(const ModelConfig& config, WeightSource& weights, ForwardOptions options)
+    : config_(config), weights_(weights), options_(options) {
+  const ModelConfig& c = config;
   const int tentative_rows = std::max(0, options_.tentative_rows);
   acts_.allocate(c, ActivationShape{std::max(1, options_.max_rows), std::max(1, options_.max_sequences),
                                     std::max(1, options_.max_context), 1,
@@ -101,7 +104,7 @@ void Forward::reserve_context(const ModelConfig& c, SequenceState& st, int64_t n
 }
 
 Status Forward::validate(std::span<SeqStep> steps) const {
-  const ModelConfig& c = model_.config();
+  const ModelConfig& c = config_;
   if (steps.empty()) return invalid_argument("a pass needs at least one sequence");
   std::unordered_set<const SequenceState*> seen;
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -128,8 +131,8 @@ Status Forward::run(std::span<SeqStep> steps) {
   if (!unsettled_.empty())
     return failed_precondition("a tentative step of the previous pass is not settled (Forward::keep)");
   NJ_RETURN_IF_ERROR(validate(steps));
-  const ModelConfig& c = model_.config();
-  WeightSource& src = model_.weights();
+  const ModelConfig& c = config_;
+  WeightSource& src = weights_;
   const auto t_start = Clock::now();
   const WeightStats before = src.stats();
 
@@ -168,15 +171,7 @@ Status Forward::run(std::span<SeqStep> steps) {
 
   // h = embed_tokens[id]
   NJ_RETURN_IF_ERROR(timed([&] { return src.embed(ids_, a.h.data()); }));
-  int nblocks = 0;
-  auto block = [&](int j) { return a.blocks.data() + static_cast<size_t>(j) * th; };
-  std::vector<const float*> sources;
-  auto with_blocks = [&](const float* last) {
-    sources.clear();
-    for (int j = 0; j < nblocks; ++j) sources.push_back(block(j));
-    sources.push_back(last);
-    return std::span<const float* const>(sources);
-  };
+  const StreamRows rows{R, a.h.data(), a.prefix.data(), a.blocks.data(), th, a.xn.data(), a.a.data(), a.mix.data()};
   layer_rows_.resize(steps.size());
   last_ = PassStats{};
   last_.distinct_experts.assign(static_cast<size_t>(c.layers), 0);
@@ -192,27 +187,9 @@ Status Forward::run(std::span<SeqStep> steps) {
     for (size_t i = 0; i < steps.size(); ++i)
       layer_rows_[i] = SeqRows{&steps[i].state->layers[static_cast<size_t>(l)], row0[i],
                                static_cast<int>(steps[i].ids.size()), slot[i]};
-
-    // prefix = h; with a bank, h = attn_res(blocks + [prefix])
-    std::copy_n(a.h.data(), th, a.prefix.data());
-    bool prefix_none = false;
-    if (nblocks > 0) attn_res(with_blocks(a.prefix.data()), w.attn_res, R, c.hidden, c.rms_eps, a.mix.data(), a.h.data());
-    // every attn_res_block_size layers the raw layer input is banked and the sum restarts
-    if (l % c.attn_res_block_size == 0) {
-      std::copy_n(a.prefix.data(), th, block(nblocks++));
-      prefix_none = true;
-    }
-    // a = Attention(RMSNorm(h, input_layernorm)), each sequence on its own state
-    for (int t = 0; t < R; ++t) ops::rmsnorm(&a.h[t * hs], w.input_norm, c.hidden, c.rms_eps, &a.xn[t * hs]);
-    if (w.is_mla) mla_forward(c, w.mla, layer_rows_, a.xn.data(), R, a.a.data(), acts_.mla);
-    else kda_forward(c, w.kda, layer_rows_, a.xn.data(), R, a.a.data(), acts_.kda, acts_.rollback, acts_.shape,
-                     kda_layer++);
-    if (prefix_none) std::copy_n(a.a.data(), th, a.prefix.data());
-    else for (size_t i = 0; i < th; ++i) a.prefix[i] = a.prefix[i] + a.a[i];
-    // h = attn_res(blocks + [prefix]) (also with a single bank entry)
-    attn_res(with_blocks(a.prefix.data()), w.mlp_res, R, c.hidden, c.rms_eps, a.mix.data(), a.h.data());
-    // m = FFN(RMSNorm(h, post_attention_layernorm)); prefix += m; h = prefix
-    for (int t = 0; t < R; ++t) ops::rmsnorm(&a.h[t * hs], w.post_norm, c.hidden, c.rms_eps, &a.xn[t * hs]);
+    attention_half(c, l, w, rows, layer_rows_, acts_, kda_layer);
+    if (!w.is_mla) ++kda_layer;
+    // a = FFN(xn), dense or MoE; prefix += a; h = prefix
     if (w.is_dense) {
       ffn_forward(c, w.dense, a.xn.data(), R, a.a.data(), acts_.ffn);
     } else {
@@ -222,22 +199,21 @@ Status Forward::run(std::span<SeqStep> steps) {
       stats_.distinct_experts += static_cast<uint64_t>(moe.distinct_experts);
       stats_.moe_layer_passes += 1;
     }
-    for (size_t i = 0; i < th; ++i) a.prefix[i] = a.prefix[i] + a.a[i];
-    std::copy_n(a.prefix.data(), th, a.h.data());
+    finish_layer(c, rows);
   }
 
   // h = attn_res(blocks + [h]); logits = lm_head(RMSNorm(h, norm)) for the wanted rows
   auto head = timed([&] { return src.head(); });
   if (!head.ok()) return head.status();
   const HeadWeights& hw = **head;
-  attn_res(with_blocks(a.h.data()), hw.out_res, R, c.hidden, c.rms_eps, a.mix.data(), a.tmp.data());
-  int lr = 0;
+  std::vector<int> wanted;
   for (size_t i = 0; i < steps.size(); ++i) {
     const int n = static_cast<int>(steps[i].ids.size());
     const int first = steps[i].logits == LogitsWanted::kAll ? 0 : steps[i].logits == LogitsWanted::kLast ? n - 1 : n;
-    for (int t = row0[i] + first; t < row0[i] + n; ++t, ++lr)
-      ops::rmsnorm(&a.tmp[static_cast<size_t>(t) * hs], hw.norm, c.hidden, c.rms_eps, &a.head_in[static_cast<size_t>(lr) * hs]);
+    for (int t = row0[i] + first; t < row0[i] + n; ++t) wanted.push_back(t);
   }
+  const int lr = static_cast<int>(wanted.size());
+  head_input(c, hw, rows, wanted, a.tmp.data(), a.head_in.data());
   const size_t vocab = static_cast<size_t>(c.vocab);
   ops::matmul(hw.lm_head, a.head_in.data(), lr, hs, a.logits.data(), vocab);
   src.end_step();
@@ -245,21 +221,21 @@ Status Forward::run(std::span<SeqStep> steps) {
   // night; the scan costs nothing next to the pass. Before any state moves.
   NJ_RETURN_IF_ERROR(check_finite(steps, a.logits.data(), vocab));
 
-  lr = 0;
+  int lr_done = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     SeqStep& s = steps[i];
     const size_t n = s.ids.size();
     SequenceState& st = *s.state;
     if (s.tentative)
-      unsettled_.push_back(Unsettled{&st, slot[i], st.position, static_cast<int>(n), static_cast<size_t>(lr)});
+      unsettled_.push_back(Unsettled{&st, slot[i], st.position, static_cast<int>(n), static_cast<size_t>(lr_done)});
     if (s.logits == LogitsWanted::kNone) {
       st.last_logits.clear();
     } else {
-      const float* rows = a.logits.data() + static_cast<size_t>(lr) * vocab;
+      const float* out = a.logits.data() + static_cast<size_t>(lr_done) * vocab;
       const size_t count = s.logits == LogitsWanted::kAll ? n : 1;
-      if (s.logits == LogitsWanted::kAll) std::copy_n(rows, n * vocab, s.all_logits);
-      st.last_logits.assign(rows + (count - 1) * vocab, rows + count * vocab);
-      lr += static_cast<int>(count);
+      if (s.logits == LogitsWanted::kAll) std::copy_n(out, n * vocab, s.all_logits);
+      st.last_logits.assign(out + (count - 1) * vocab, out + count * vocab);
+      lr_done += static_cast<int>(count);
     }
     st.tokens.insert(st.tokens.end(), s.ids.begin(), s.ids.end());
     st.position += static_cast<int64_t>(n);
@@ -311,7 +287,7 @@ Status Forward::keep(SequenceState& state, int rows) {
   if (rows < 1 || rows > it->rows)
     return invalid_argument("keep: " + std::to_string(rows) + " rows of a step that fed " +
                             std::to_string(it->rows));
-  const ModelConfig& c = model_.config();
+  const ModelConfig& c = config_;
   const int64_t positions = it->position0 + rows;
   int kda_layer = 0;
   for (int l = 0; l < c.layers; ++l) {

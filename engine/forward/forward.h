@@ -10,7 +10,8 @@
 
 #include "engine/forward/activations.h"
 #include "engine/forward/batch.h"
-#include "engine/model/model.h"
+#include "engine/model/config.h"
+#include "engine/weights/weight_source.h"
 #include "engine/moe/routing_profile.h"
 
 namespace nj {
@@ -63,11 +64,12 @@ struct PassStats {
   std::vector<int> distinct_experts;  // [layers]: experts the pass needed (0 for dense layers)
 };
 
-// Not thread-safe: one pass at a time. The model must outlive it; several Forwards may share
-// a model only if they never run at the same time.
+// Not thread-safe: one pass at a time. The config and the weight source (an opened model's,
+// engine/runtime/model.h) must outlive it; several Forwards may share them only if they never
+// run at the same time.
 class Forward {
  public:
-  explicit Forward(Model& model, ForwardOptions options = {});
+  Forward(const ModelConfig& config, WeightSource& weights, ForwardOptions options = {});
   ~Forward();
 
   // Runs one pass over `steps`, advancing each step's state by its ids and writing the
@@ -93,7 +95,7 @@ class Forward {
   // Empty unless ForwardOptions::record_routing.
   const RoutingProfile& routing_profile() const { return routing_; }
   const Activations& activations() const { return acts_; }
-  Model& model() { return model_; }
+  const ModelConfig& config() const { return config_; }
 
  private:
   Status validate(std::span<SeqStep> steps) const;
@@ -107,7 +109,8 @@ class Forward {
   };
   void reserve_context(const ModelConfig& c, SequenceState& st, int64_t needed) const;
 
-  Model& model_;
+  const ModelConfig& config_;
+  WeightSource& weights_;
   ForwardOptions options_;
   Activations acts_;
   std::vector<int32_t> ids_;  // the pass's ids, end to end

@@ -10,7 +10,7 @@
 #include "engine/forward/activations.h"
 #include "engine/forward/batch.h"
 #include "engine/model/config.h"
-#include "engine/weights/weights.h"
+#include "engine/model/weights.h"
 
 namespace nj {
 
@@ -44,9 +44,5 @@ void mla_forward(const ModelConfig& c, const MlaWeights& w, std::span<const SeqR
 // Truncates an MLA layer's cache to its first `positions` positions (a tentative step
 // settling on fewer rows than it fed). REQUIRES: positions <= the cached positions.
 void mla_keep(const ModelConfig& c, LayerState& st, int64_t positions);
-
-// SiTU-GLU MLP: out = down(SiTU(gate x, up x)). x [rows][hidden] → out [rows][hidden].
-void ffn_forward(const ModelConfig& c, const DenseFfnWeights& w, const float* x, int rows,
-                 float* out, FfnActivations& a);
 
 }  // namespace nj

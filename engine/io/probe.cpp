@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "engine/io/file.h"
-#include "engine/util/sysinfo.h"
+#include "engine/io/sysinfo.h"
 
 namespace nj {
 namespace {

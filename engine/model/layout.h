@@ -16,7 +16,7 @@
 #include "engine/model/config.h"
 #include "engine/model/tensor_index.h"
 #include "engine/util/status.h"
-#include "engine/weights/weights.h"
+#include "engine/model/weights.h"
 
 namespace nj {
 

@@ -24,7 +24,7 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 512ull << 20;
 
 struct ShardResult {
-  CheckpointFile file;
+  ShardFile file;
   TensorIndex::TensorVector tensors;
   std::unique_ptr<char[]> arena;
   Status status;

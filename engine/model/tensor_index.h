@@ -42,7 +42,7 @@ struct TensorInfo {
   std::string shape_string() const;  // "[64, 128]"
 };
 
-struct CheckpointFile {
+struct ShardFile {
   std::string path;
   uint64_t size = 0;
   uint64_t data_start = 0;  // 8 + header_len
@@ -63,7 +63,7 @@ class TensorIndex {
 
   using TensorVector = std::vector<TensorInfo, PrefaultAllocator<TensorInfo>>;
   const TensorVector& tensors() const { return tensors_; }
-  const std::vector<CheckpointFile>& files() const { return files_; }
+  const std::vector<ShardFile>& files() const { return files_; }
   const std::string& dir() const { return dir_; }
   uint64_t total_tensor_bytes() const;
 
@@ -79,7 +79,7 @@ class TensorIndex {
   Status build_lookup();
 
   std::string dir_;
-  std::vector<CheckpointFile> files_;
+  std::vector<ShardFile> files_;
   TensorVector tensors_;
   std::vector<std::unique_ptr<char[]>> name_arenas_;  // one per shard; names point here
   // Open addressing: per slot, tensor index + 1 (0 = empty) and the high 32 bits of the

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "engine/model/config.h"
-#include "engine/weights/weights.h"
+#include "engine/model/weights.h"
 
 namespace nj {
 

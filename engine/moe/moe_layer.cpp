@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "engine/forward/layers.h"
 #include "engine/moe/expert_group.h"
+#include "engine/moe/ffn.h"
 #include "engine/moe/router.h"
 #include "engine/ops/kernels.h"
 

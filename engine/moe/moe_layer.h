@@ -6,12 +6,12 @@
 
 #include <cstdint>
 
-#include "engine/forward/activations.h"
 #include "engine/model/config.h"
+#include "engine/moe/moe_activations.h"
 #include "engine/moe/routing_profile.h"
 #include "engine/util/status.h"
 #include "engine/weights/weight_source.h"
-#include "engine/weights/weights.h"
+#include "engine/model/weights.h"
 
 namespace nj {
 

@@ -33,17 +33,22 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/forward/activations.h"
 #include "engine/forward/batch.h"
 #include "engine/io/read_pool.h"
 #include "engine/model/layout.h"
 #include "engine/moe/routing_profile.h"
 #include "engine/plan/trunk_residency.h"
+#include "engine/weights/residency_plan.h"
 #include "engine/util/status.h"
 
 namespace nj {
+
+// The most drafts per sequence per pass speculative decoding plans for (its draft length
+// adapts below it, engine/speculative/draft_length.h). Past ~8 even an oracle gains little
+// at K3's shapes: each extra row adds its experts (E(k) saturates at 1/(1-a) while the cost
+// keeps growing).
+inline constexpr int kMaxDraftTokens = 8;
 
 struct PlanOptions {
   int prefill_chunk = kDefaultPrefillChunk;  // as SessionOptions: activations grow with it
@@ -64,7 +69,8 @@ struct PlanOptions {
   int draft_tokens = 0;
   KdaRollback kda_rollback = kDefaultKdaRollback;
   int sequence_states = 1;  // states held per sequence (a classification keeps the state
-                            // after its prompt while it scores labels that share tokens: 2)
+                            // after its prompt while it scores labels that share tokens: 2;
+                            // a layer sweep holds its own, engine/plan/sweep_plan.h: 0)
   int ring_slots = 2;       // trunk units in memory at once when streaming: one computes while the
                             // others read (2 is the least that overlaps; more reads further ahead)
   int min_expert_buffers = 2;   // expert buffers in the minimum (capped at top_k): how many of a
@@ -81,69 +87,6 @@ struct PlanOptions {
   const RoutingProfile* routing = nullptr;
 };
 
-struct ResidencyPlan {
-  uint64_t budget_bytes = 0;
-  uint64_t min_memory_bytes = 0;  // the smallest budget this model runs in with these options
-  bool everything_resident = false;
-
-  // Trunk units: 0..layers-1 are the layers, `layers` is the head.
-  std::vector<bool> pinned;      // [layers + 1]: decoded bytes kept in memory
-  std::vector<bool> held;        // [layers + 1]: stored (lossless) bytes kept, decoded on use
-  int ring_slots = 0;            // buffers for streamed trunk units (0 when all are pinned)
-  uint64_t ring_slot_bytes = 0;  // the largest streamed unit
-
-  int expert_buffers = 0;  // staging + cache: buffers of one expert each
-  uint64_t expert_buffer_bytes = 0;
-  std::vector<int> expert_cache_slots;  // [layers]: idle experts a layer may keep (0 for dense)
-
-  int batch = 1;               // sequences per decode pass
-  int rows_per_pass = 1;       // the most rows a pass carries (activations are sized for it)
-  int draft_tokens = 0;        // drafts per sequence per pass the budget holds (<= asked for)
-  int max_batch = 0;           // the largest batch this budget holds (0: not even one)
-  uint64_t state_bytes = 0;    // batch x sequence_states x the sequence state at max_context
-  uint64_t scratch_bytes = 0;  // the activations of a pass (activations.h), kernels' scratch
-  uint64_t staging_bytes = 0;  // lossless: one run of stored blocks per I/O thread (0 otherwise)
-  uint64_t pinned_bytes = 0;
-  uint64_t held_bytes = 0;
-  uint64_t ring_bytes = 0;
-  uint64_t expert_pool_bytes = 0;
-  uint64_t total_bytes() const {
-    return state_bytes + scratch_bytes + staging_bytes + pinned_bytes + held_bytes + ring_bytes +
-           expert_pool_bytes;
-  }
-
-  // Per decode step of the whole batch (one token for each of `batch` sequences), at
-  // steady state: every streamed trunk unit once, and the experts the step's rows need
-  // (under uniform routing, a layer's batch of B rows needs E·(1 − (1 − k/E)^B) distinct
-  // experts), less what the cache holds.
-  uint64_t predicted_trunk_bytes_per_step = 0;
-  uint64_t predicted_expert_bytes_per_step = 0;
-  uint64_t predicted_bytes_per_step() const {
-    return predicted_trunk_bytes_per_step + predicted_expert_bytes_per_step;
-  }
-  double predicted_distinct_experts = 0;  // per MoE layer per decode step
-  // Per decoded token: a step's bytes shared by the batch's sequences.
-  uint64_t predicted_trunk_bytes_per_token = 0;
-  uint64_t predicted_expert_bytes_per_token = 0;
-  uint64_t predicted_bytes_per_token() const {
-    return predicted_trunk_bytes_per_token + predicted_expert_bytes_per_token;
-  }
-  double predicted_expert_hit_rate = 0;  // mean over MoE layers
-  bool routing_profile_used = false;
-  double bandwidth_gbps = 0;
-  double predicted_seconds_per_step = 0;   // the I/O floor: a step's bytes / bandwidth
-  double predicted_seconds_per_token = 0;  // per sequence's token: the step's floor / batch
-  double predicted_tokens_per_second = 0;  // all sequences together
-  // Lossless packs: bytes decoded per step (streamed and held units) and their time at
-  // decode_gbps on one thread (overlapped with reads and compute as far as cores allow).
-  uint64_t predicted_decode_bytes_per_step = 0;
-  double decode_gbps = 0;
-  double predicted_decode_seconds_per_step = 0;
-
-  nlohmann::json to_json() const;
-  std::string to_text() const;
-};
-
 // Bytes of sequence state (KDA S + conv history, MLA cache at max_context, last logits).
 uint64_t sequence_state_bytes(const ModelConfig& c, int max_context);
 
@@ -155,6 +98,10 @@ ActivationShape planned_activation_shape(const PlanOptions& o);
 // only take memory left over, are not part of it).
 uint64_t min_memory_for_batch(const ModelLayout& layout, const PlanOptions& o, int batch);
 
+// The largest batch whose minimum fits `budget` with options `o` (0 when not even one does):
+// what a plan's max_batch reports, without planning.
+int max_batch_for_budget(const ModelLayout& layout, const PlanOptions& o, uint64_t budget);
+
 // Expected distinct experts among `rows` rows routed uniformly to top_k of num_experts.
 double expected_distinct_experts(int num_experts, int top_k, int rows);
 
@@ -162,5 +109,8 @@ double expected_distinct_experts(int num_experts, int top_k, int rows);
 // the largest batch that would fit, when the budget is below it.
 Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget_bytes,
                                      const PlanOptions& options);
+
+// How many times plan_residency ran in this process (tests count the plans of an open).
+uint64_t plan_residency_calls();
 
 }  // namespace nj

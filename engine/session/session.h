@@ -13,7 +13,7 @@
 
 #include "engine/forward/batch.h"
 #include "engine/forward/forward.h"
-#include "engine/model/model.h"
+#include "engine/runtime/model.h"
 #include "engine/state/sequence_state.h"
 
 namespace nj {
@@ -52,12 +52,14 @@ class Session {
   const SequenceState& state() const { return state_; }
   // Replaces the state (restore from a state checkpoint). REQUIRES: shaped for this model.
   void set_state(SequenceState state) { state_ = std::move(state); }
-  Model& model() { return forward_.model(); }
+  Model& model() { return model_; }
+  const ModelConfig& config() const { return model_.config(); }
   const ForwardStats& stats() const { return forward_.stats(); }
   // Empty unless SessionOptions::record_routing.
   const RoutingProfile& routing_profile() const { return forward_.routing_profile(); }
 
  private:
+  Model& model_;
   SessionOptions options_;
   Forward forward_;
   SequenceState state_;

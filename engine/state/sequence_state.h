@@ -16,6 +16,9 @@ struct LayerState {
   // MLA layers (append-only, one row per position).
   std::vector<float> latent;   // [positions][kv_lora_rank], the normed latent L
   std::vector<float> rope;     // [positions][qk_rope_head_dim], the shared key part kr
+
+  // Layer l's state before any token.
+  static LayerState empty(const ModelConfig& config, int l);
 };
 
 struct SequenceState {

@@ -58,7 +58,7 @@
 #include <initializer_list>
 #include <limits>
 
-#include "engine/forward/numerics.h"
+#include "engine/ops/numerics.h"
 #include "engine/state/state_file.h"
 #include "engine/state/state_format.h"
 

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <random>
 
-#include "engine/forward/numerics.h"
+#include "engine/ops/numerics.h"
 #include "engine/io/durable.h"
 #include "engine/state/state_format.h"
 

@@ -5,7 +5,7 @@
 
 #include <xxhash.h>
 
-#include "engine/pack/stored_unit.h"
+#include "engine/weights/stored_unit.h"
 #include "engine/util/dtype.h"
 
 namespace nj {

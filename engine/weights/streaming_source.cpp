@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "engine/pack/stored_unit.h"
+#include "engine/weights/stored_unit.h"
 #include "engine/util/dtype.h"
 #include "engine/weights/resident_source.h"
 

@@ -22,8 +22,8 @@
 #include "engine/io/read_pool.h"
 #include "engine/io/timeline.h"
 #include "engine/model/tensor_index.h"
-#include "engine/moe/expert_cache.h"
-#include "engine/plan/planner.h"
+#include "engine/weights/expert_cache.h"
+#include "engine/weights/residency_plan.h"
 #include "engine/weights/weight_source.h"
 
 namespace nj {

@@ -18,7 +18,7 @@
 #include "engine/ops/cpu.h"
 #include "engine/session/sampler.h"
 #include "engine/session/session.h"
-#include "engine/spec/decode.h"
+#include "engine/speculative/decode.h"
 #include "engine/state/state_file.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "jobs/chat/chat_format.h"

@@ -19,7 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/forward/forward.h"
-#include "engine/spec/pass_cost.h"
+#include "engine/plan/pass_cost.h"
 #include "runner/cli/exit_codes.h"
 #include "runner/cli/output.h"
 #include "runner/run/clock.h"
@@ -141,7 +141,7 @@ int run_generate_batch(const BatchGenerateArgs& a, const std::optional<Tokenizer
     fo.kda_rollback = a.kda_rollback;
     speculation = LockstepSpeculation{po.draft_tokens, pass_cost((*model)->layout(), (*model)->plan())};
   }
-  Forward forward(**model, fo);
+  Forward forward((*model)->config(), (*model)->weights(), fo);
   LockstepGenerator gen(forward, batch, planned.rows, a.model.prefill_chunk, speculation);
   for (auto& r : *requests) gen.add(r);
   const double load_s = seconds_since(t_load);

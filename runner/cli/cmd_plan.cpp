@@ -14,8 +14,8 @@
 
 #include "engine/io/env.h"
 #include "engine/io/file.h"
-#include "engine/model/model.h"
-#include "engine/pack/pack.h"
+#include "engine/runtime/model.h"
+#include "engine/weights/pack.h"
 #include "engine/plan/planner.h"
 #include "engine/util/units.h"
 #include "runner/cli/commands.h"

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "engine/ops/cpu.h"
-#include "engine/util/sysinfo.h"
+#include "engine/io/sysinfo.h"
 #include "engine/util/units.h"
 
 namespace nj::runner {

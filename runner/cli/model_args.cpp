@@ -12,11 +12,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/runtime/model.h"
 #include "engine/io/file.h"
 #include "engine/io/read_pool.h"
 #include "engine/ops/cpu.h"
 #include "engine/util/process.h"
-#include "engine/util/sysinfo.h"
+#include "engine/io/sysinfo.h"
 #include "engine/util/units.h"
 
 namespace nj::runner {

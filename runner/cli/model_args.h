@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/model/model.h"
+#include "engine/runtime/model.h"
 #include "engine/session/session.h"
 #include "engine/util/status.h"
 

@@ -7,7 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "engine/model/model.h"
+#include "engine/runtime/model.h"
 #include "engine/plan/kernel_rates.h"
 #include "engine/plan/pass_cost.h"
 #include "engine/plan/planner.h"

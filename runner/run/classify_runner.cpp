@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/forward/numerics.h"
+#include "engine/ops/numerics.h"
 #include "engine/session/sampler.h"
 #include "engine/session/session.h"
 #include "jobs/job_spec.h"

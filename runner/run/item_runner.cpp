@@ -9,11 +9,11 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/forward/numerics.h"
+#include "engine/ops/numerics.h"
 #include "engine/session/logprobs.h"
 #include "engine/session/sampler.h"
 #include "engine/session/session.h"
-#include "engine/spec/decode.h"
+#include "engine/speculative/decode.h"
 #include "jobs/chat/chat_reply.h"
 #include "jobs/job_spec.h"
 #include "runner/run/chunked_feed.h"

@@ -32,9 +32,9 @@
 #include <optional>
 #include <string>
 
-#include "engine/model/model.h"
-#include "engine/spec/pass_cost.h"
-#include "engine/spec/speculator.h"
+#include "engine/runtime/model.h"
+#include "engine/plan/pass_cost.h"
+#include "engine/speculative/speculator.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "runner/run/lease_keeper.h"
 #include "runner/run/pass_group.h"

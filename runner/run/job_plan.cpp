@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <deque>
 
-#include "engine/model/model.h"
+#include "engine/runtime/model.h"
 #include "engine/plan/planner.h"
 #include "jobs/label_trie.h"
 #include "runner/run/scheduler.h"

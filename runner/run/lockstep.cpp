@@ -53,7 +53,7 @@ Status LockstepGenerator::step(std::vector<GenerationResult>* finished) {
       finished->push_back(GenerationResult{r.id, {}, FinishReason::kLength, {}});
       continue;
     }
-    auto l = std::make_unique<Live>(Live{std::move(r), SequenceState::empty(forward_.model().config()),
+    auto l = std::make_unique<Live>(Live{std::move(r), SequenceState::empty(forward_.config()),
                                          Sampler(SamplingParams{}), 0, -1, false, {}});
     l->sampler = Sampler(l->request.sampling);
     l->result.id = l->request.id;
@@ -72,7 +72,7 @@ Status LockstepGenerator::step(std::vector<GenerationResult>* finished) {
   std::vector<SeqStep> steps;
   std::vector<Live*> in_pass;
   int rows = 0;
-  const size_t vocab = static_cast<size_t>(forward_.model().config().vocab);
+  const size_t vocab = static_cast<size_t>(forward_.config().vocab);
   PassLoad load;
   for (auto& l : active_)
     if (l->fed == l->request.prompt.size()) {

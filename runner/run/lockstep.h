@@ -22,7 +22,7 @@
 
 #include "engine/forward/forward.h"
 #include "engine/session/sampler.h"
-#include "engine/spec/speculator.h"
+#include "engine/speculative/speculator.h"
 #include "engine/util/status.h"
 
 namespace nj::runner {

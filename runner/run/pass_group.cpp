@@ -31,23 +31,23 @@ void PassTotals::add(const PassTotals& o) {
 ItemSession::ItemSession(PassGroup& group, int prefill_chunk)
     : group_(group),
       prefill_chunk_(std::max(1, prefill_chunk)),
-      state_(SequenceState::empty(group.forward().model().config())) {}
+      state_(SequenceState::empty(group.forward().config())) {}
 
 Status ItemSession::feed(std::span<const int32_t> ids, std::vector<float>* all_logits) {
-  return feed_in_chunks(state_, ids, prefill_chunk_, group_.forward().model().config().vocab,
+  return feed_in_chunks(state_, ids, prefill_chunk_, group_.forward().config().vocab,
                         all_logits, &usage_,
                         [this](SeqStep& step) { return group_.take_part(step); });
 }
 
 Status ItemSession::feed_tentative(std::span<const int32_t> ids, std::vector<float>* all_logits) {
-  all_logits->resize(ids.size() * static_cast<size_t>(model().config().vocab));
+  all_logits->resize(ids.size() * static_cast<size_t>(config().vocab));
   SeqStep step{&state_, ids, LogitsWanted::kAll, all_logits->data(), &usage_};
   step.tentative = true;
   return group_.take_part(step);
 }
 
-Model& ItemSession::model() {
-  return group_.forward().model();
+const ModelConfig& ItemSession::config() const {
+  return group_.forward().config();
 }
 
 Status ItemSession::keep(int rows) {

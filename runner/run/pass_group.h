@@ -52,7 +52,7 @@ class ItemSession {
   const std::vector<float>& last_logits() const { return state_.last_logits; }
   int64_t position() const { return state_.position; }
   const SequenceState& state() const { return state_; }
-  Model& model();
+  const ModelConfig& config() const;
   // Gives up the turn until the group's next pass is over, feeding nothing (an item that
   // waits for another item's work, e.g. a shared prefix being prefilled).
   Status skip_pass();

@@ -11,8 +11,8 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/model/model.h"
-#include "engine/spec/pass_cost.h"
+#include "engine/runtime/model.h"
+#include "engine/plan/pass_cost.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/units.h"
 #include "runner/report/job_outputs.h"
@@ -271,6 +271,7 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
   // The batch: the model's Forward, the group whose passes it runs, the items in it.
   // Declared in this order so that the group (its threads) goes before the Forward.
   std::unique_ptr<Forward> forward;
+  Model* batch_model = nullptr;  // the model `forward` computes with
   std::unique_ptr<PassGroup> group;
   std::list<Held> held;
   PrefixGate prefix_gate;
@@ -397,13 +398,14 @@ Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerO
           fo.tentative_sequences = po.batch;
           fo.kda_rollback = po.kda_rollback;
         }
-        forward = std::make_unique<Forward>(**model, fo);
+        batch_model = *model;
+        forward = std::make_unique<Forward>(batch_model->config(), batch_model->weights(), fo);
         group = std::make_unique<PassGroup>(*forward, shape.rows);
       }
       held.push_back(Held{std::move(*claim), nullptr, Clock::now(), std::nullopt});
       Held& h = held.back();
       h.lease = std::make_unique<ItemLease>(keeper, h.claim.item.id);
-      Model& model = forward->model();
+      Model& model = *batch_model;
       const Tokenizer* tokenizer = models.tokenizer();
       group->spawn([&, &h = h, &model = model, tokenizer, speculation = models.speculation()] {
         ItemEnv env{store, model,    tokenizer, files,       item_options, owner,

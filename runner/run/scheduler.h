@@ -12,7 +12,7 @@
 #include <string>
 
 #include "engine/plan/planner.h"
-#include "engine/spec/draft_length.h"
+#include "engine/speculative/draft_length.h"
 #include "jobs/job_spec.h"
 #include "runner/run/item_runner.h"
 #include "runner/run/pass_group.h"

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "engine/io/env.h"
-#include "engine/model/model.h"
+#include "engine/runtime/model.h"
 #include "engine/session/sampler.h"
 #include "engine/state/sequence_state.h"
 #include "engine/util/status.h"

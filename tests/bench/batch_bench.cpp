@@ -27,12 +27,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/runtime/model.h"
 #include "engine/forward/forward.h"
 #include "engine/io/probe.h"
 #include "engine/ops/cpu.h"
 #include "engine/session/sampler.h"
 #include "engine/util/process.h"
-#include "engine/util/sysinfo.h"
+#include "engine/io/sysinfo.h"
 #include "engine/util/units.h"
 #include "tests/bench/bench_util.h"
 #include "tests/bench/fma_probe.h"
@@ -99,7 +100,7 @@ void measure(Model& m, const ModelOptions& o, int batch, int steps, int prompt_l
   const ModelConfig& c = m.config();
   const ResidencyPlan& plan = m.plan();
   const ActivationShape shape = planned_activation_shape(m.plan_options());
-  Forward forward(m, ForwardOptions{std::max(shape.rows, batch * prompt_len), batch,
+  Forward forward(m.config(), m.weights(), ForwardOptions{std::max(shape.rows, batch * prompt_len), batch,
                                     o.plan.max_context, false});
 
   // Prompts: one pass prefills them all; then decode steps, greedy.

@@ -18,7 +18,7 @@
 
 #include "engine/codec/block_decoder.h"
 #include "engine/io/file.h"
-#include "engine/pack/pack.h"
+#include "engine/weights/pack.h"
 #include "tests/bench/bench_util.h"
 
 using namespace nj;

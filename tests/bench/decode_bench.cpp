@@ -13,11 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/runtime/model.h"
 #include "engine/ops/cpu.h"
 #include "engine/session/sampler.h"
 #include "engine/session/session.h"
 #include "engine/util/process.h"
-#include "engine/util/sysinfo.h"
+#include "engine/io/sysinfo.h"
 #include "engine/util/units.h"
 #include "tests/bench/bench_util.h"
 

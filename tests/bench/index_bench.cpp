@@ -14,7 +14,7 @@
 #include "engine/model/tensor_index.h"
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
-#include "engine/util/sysinfo.h"
+#include "engine/io/sysinfo.h"
 #include "engine/util/units.h"
 #include "tests/bench/bench_util.h"
 

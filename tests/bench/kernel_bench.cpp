@@ -31,7 +31,7 @@
 #include "engine/io/file.h"
 #include "engine/ops/kernels.h"
 #include "engine/util/process.h"
-#include "engine/util/sysinfo.h"
+#include "engine/io/sysinfo.h"
 #include "tests/bench/bench_util.h"
 #include "tests/bench/fma_probe.h"
 

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/runtime/model.h"
 #include "engine/forward/forward.h"
 #include "engine/plan/kernel_rates.h"
 #include "engine/plan/pass_cost.h"
@@ -101,7 +102,7 @@ int main(int argc, char** argv) {
   rates.measure_experts(c);
   const PassCostModel cost(m.layout(), m.plan(), rates, 1.0),
       ladder_cost(m.layout(), m.plan(), ladder, 1.0);
-  Forward forward(m, ForwardOptions{max_rows, max_seqs, max_context, false});
+  Forward forward(m.config(), m.weights(), ForwardOptions{max_rows, max_seqs, max_context, false});
 
   for (const Shape& s : shapes) {
     // S sequences, each with P positions of context already in its state.

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "engine/io/durable.h"
-#include "engine/model/model.h"
+#include "engine/runtime/model.h"
 #include "engine/session/session.h"
 #include "engine/state/state_file.h"
 #include "engine/state/state_format.h"

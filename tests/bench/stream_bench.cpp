@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/runtime/model.h"
 #include "engine/io/file.h"
 #include "engine/io/probe.h"
 #include "engine/io/timeline.h"
@@ -25,7 +26,7 @@
 #include "engine/session/sampler.h"
 #include "engine/session/session.h"
 #include "engine/util/process.h"
-#include "engine/util/sysinfo.h"
+#include "engine/io/sysinfo.h"
 #include "engine/util/units.h"
 #include "tests/bench/bench_util.h"
 

@@ -16,7 +16,7 @@
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
 #include "engine/model/tensor_index.h"
-#include "engine/pack/pack.h"
+#include "engine/weights/pack.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {

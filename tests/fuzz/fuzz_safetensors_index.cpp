@@ -53,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   for (const TensorInfo& t : index->tensors()) {
-    const CheckpointFile& f = index->files().at(t.file);
+    const ShardFile& f = index->files().at(t.file);
     fuzz::check(t.offset >= f.data_start && t.offset <= f.size && t.nbytes <= f.size - t.offset,
                 "tensor '" + std::string(t.name) + "' accepted outside its file");
     fuzz::check(index->find(t.name) == &t, "tensor '" + std::string(t.name) + "' not found");

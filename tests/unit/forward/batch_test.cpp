@@ -12,6 +12,7 @@
 #include <deque>
 #include <filesystem>
 
+#include "engine/runtime/model.h"
 #include "engine/forward/forward.h"
 #include "engine/ops/cpu.h"
 #include "engine/session/sampler.h"
@@ -78,7 +79,7 @@ std::vector<Trace> batched(Model& model, const std::vector<Script>& scripts, int
   std::deque<size_t> queue;
   for (size_t i = 0; i < scripts.size(); ++i) queue.push_back(i);
   std::vector<Live> live;
-  Forward forward(model, fo);
+  Forward forward(model.config(), model.weights(), fo);
   int pass = 0;
   while (!live.empty() || !queue.empty()) {
     while (static_cast<int>(live.size()) < batch && !queue.empty()) {
@@ -222,7 +223,7 @@ TEST_CASE(
 TEST_CASE("a pass refuses a malformed batch and consumes nothing", "[engine][batch]") {
   auto model = Model::open(testing::golden_dir("tiny-mxfp4"));
   REQUIRE(model.ok());
-  Forward forward(**model);
+  Forward forward((*model)->config(), (*model)->weights());
   SequenceState a = SequenceState::empty((*model)->config());
   const std::vector<int32_t> ids = {3, 7};
   const std::vector<int32_t> bad = {3, (*model)->config().vocab};
@@ -247,7 +248,7 @@ TEST_CASE("a pass's cost is shared by its sequences in proportion to their rows"
   auto model = Model::open(testing::golden_dir("tiny-mxfp4"), options(0, 3, 32));
   REQUIRE(model.ok());
   const ModelConfig& c = (*model)->config();
-  Forward forward(**model, ForwardOptions{8, 3, 32, false});
+  Forward forward((*model)->config(), (*model)->weights(), ForwardOptions{8, 3, 32, false});
   std::vector<SequenceState> states(3, SequenceState::empty(c));
   std::vector<SequenceUsage> usage(3);
   const std::vector<std::vector<int32_t>> ids = {{1, 2, 3, 4, 5}, {6}, {7, 8}};
@@ -308,7 +309,7 @@ TEST_CASE("the planner's activation and state estimate is what a batch really al
       const uint64_t before = heap_in_use();
       uint64_t allocated = 0;
       {
-        Forward forward(**model, ForwardOptions{shape.rows, batch, o.plan.max_context, false});
+        Forward forward((*model)->config(), (*model)->weights(), ForwardOptions{shape.rows, batch, o.plan.max_context, false});
         std::vector<SequenceState> st(static_cast<size_t>(batch), SequenceState::empty(c));
         int position = 0;
         while (position < o.plan.max_context) {

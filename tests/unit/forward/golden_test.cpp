@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/runtime/model.h"
 #include "engine/ops/cpu.h"
 #include "engine/session/sampler.h"
 #include "engine/session/session.h"

@@ -4,7 +4,7 @@
 
 #include "engine/model/tensor_index.h"
 #include "engine/model/config.h"
-#include "engine/model/model.h"
+#include "engine/runtime/model.h"
 #include "tests/unit/model/test_models.h"
 
 namespace nj {

@@ -9,7 +9,7 @@
 
 #include "engine/model/config.h"
 #include "engine/model/layout.h"
-#include "engine/model/model.h"
+#include "engine/runtime/model.h"
 #include "engine/model/tensor_index.h"
 #include "engine/plan/planner.h"
 

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "engine/forward/forward.h"
-#include "engine/model/model.h"
+#include "engine/runtime/model.h"
 #include "engine/plan/planner.h"
 #include "engine/session/sampler.h"
 #include "engine/session/session.h"
-#include "engine/spec/decode.h"
+#include "engine/speculative/decode.h"
 #include "runner/run/pass_group.h"
 #include "tests/unit/model/test_models.h"
 #include "tests/unit/model/test_options.h"
@@ -75,7 +75,7 @@ void run_item(PassGroup& group, Item& it, const std::vector<int32_t>& truth, int
     } else {
       dl.adaptive = false;  // forced drafts: always the most the plan holds
       std::vector<int32_t> script = truth;
-      const int vocab = group.forward().model().config().vocab;
+      const int vocab = group.forward().config().vocab;
       for (size_t i = 0; i < script.size(); ++i)
         if (it.drafts == Drafts::kWrong || (it.drafts == Drafts::kRightThenWrong && i % 3 == 2))
           script[i] = (script[i] + 1) % vocab;
@@ -139,7 +139,7 @@ TEST_CASE("speculating and plain items sharing a pass group each emit their solo
       fo.tentative_rows = 1 + po.draft_tokens;
       fo.tentative_sequences = batch;
     }
-    Forward forward(**model, fo);
+    Forward forward((*model)->config(), (*model)->weights(), fo);
     PassGroup group(forward, shape.rows);
     const PassCost cost = pass_cost((*model)->layout(), (*model)->plan());
     std::vector<Item> items = make_items();

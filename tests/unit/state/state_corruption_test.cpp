@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 
+#include "engine/runtime/model.h"
 #include "engine/state/state_file.h"
 #include "engine/state/state_format.h"
 #include "tests/unit/sanitized.h"

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/forward/numerics.h"
+#include "engine/ops/numerics.h"
 #include "engine/state/state_file.h"
 #include "engine/state/state_format.h"
 #include "tests/unit/state/fault_env.h"

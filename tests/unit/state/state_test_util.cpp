@@ -1,4 +1,5 @@
 // Test helpers for state checkpoints (see state_test_util.h).
+#include "engine/runtime/model.h"
 #include "tests/unit/state/state_test_util.h"
 
 #include <unistd.h>

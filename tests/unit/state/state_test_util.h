@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/model.h"
+#include "engine/runtime/model.h"
 #include "engine/session/sampler.h"
 #include "engine/session/session.h"
 #include "engine/state/state_file.h"

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "engine/runtime/model.h"
 #include "engine/session/sampler.h"
 #include "engine/session/session.h"
 #include "tests/unit/model/test_models.h"

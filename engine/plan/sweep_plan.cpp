@@ -1,0 +1,88 @@
+// Sizing a layer sweep's window (see sweep_plan.h).
+#include "engine/plan/sweep_plan.h"
+
+#include <algorithm>
+
+#include "engine/util/units.h"
+
+namespace nj {
+
+uint64_t layer_state_bytes(const ModelConfig& c, int64_t positions) {
+  const uint64_t P = static_cast<uint64_t>(c.kda_width()), D = static_cast<uint64_t>(c.kda_head_dim);
+  const uint64_t kda = c.num_kda_layers() > 0 ? static_cast<uint64_t>(c.kda_heads) * D * D +
+                                                    static_cast<uint64_t>(c.conv_kernel - 1) * 3 * P
+                                              : 0;
+  const uint64_t mla = c.num_mla_layers() > 0 ? static_cast<uint64_t>(std::max<int64_t>(1, positions)) *
+                                                    static_cast<uint64_t>(c.kv_lora_rank + c.qk_rope)
+                                              : 0;
+  return 4 * std::max(kda, mla);
+}
+
+namespace {
+
+struct WindowCost {
+  int rows = 0;
+  uint64_t activations = 0, states = 0;
+  uint64_t bytes() const { return activations + states; }
+};
+
+WindowCost window_cost(const ModelConfig& c, const SweepWork& w, int documents) {
+  WindowCost k;
+  const int64_t per_doc = w.document_rows + w.branch_rows;
+  k.rows = static_cast<int>(per_doc * documents);
+  const int sequences = documents * (1 + w.branches);
+  const int context = static_cast<int>(w.start_rows + per_doc);
+  k.activations = sweep_activation_bytes(
+      c, SweepShape{k.rows, w.chunk_rows, sequences, context, w.logits_rows * documents});
+  k.states = static_cast<uint64_t>(sequences) * layer_state_bytes(c, context) +
+             (w.start_rows > 0 ? sequence_state_bytes(c, static_cast<int>(w.start_rows)) : 0);
+  return k;
+}
+
+}  // namespace
+
+Result<SweepWindowPlan> plan_sweep_window(const ModelLayout& layout, uint64_t budget,
+                                          const SweepWork& work, const PlanOptions& base) {
+  const ModelConfig& c = layout.config();
+  SweepWindowPlan p;
+  // The weights' own plan holds no sequence and one row: the window brings its own.
+  p.options = base;
+  p.options.batch = 1;
+  p.options.prefill_chunk = 1;
+  p.options.max_context = 1;
+  p.options.all_logits = false;
+  p.options.windows = false;
+  p.options.sequence_states = 0;
+  p.options.draft_tokens = 0;
+  const int64_t most = std::max<int64_t>(1, work.documents);
+  const uint64_t weights_min = min_memory_for_batch(layout, p.options, 1);
+  p.min_memory_bytes = weights_min + window_cost(c, work, 1).bytes();
+  int docs = static_cast<int>(std::min<int64_t>(most, 1 << 20));
+  if (budget > 0) {
+    if (budget < p.min_memory_bytes)
+      return resource_exhausted("a layer sweep needs at least " + format_bytes(p.min_memory_bytes) +
+                                " for one document of " + std::to_string(work.document_rows) +
+                                " rows (weights " + format_bytes(weights_min) + ", the document's " +
+                                "activations and states " +
+                                format_bytes(p.min_memory_bytes - weights_min) + "); the budget is " +
+                                format_bytes(budget));
+    int lo = 1, hi = docs;  // the most documents whose window leaves the weights their minimum
+    while (lo < hi) {
+      const int mid = lo + (hi - lo + 1) / 2;
+      if (window_cost(c, work, mid).bytes() + weights_min <= budget) lo = mid;
+      else hi = mid - 1;
+    }
+    docs = lo;
+  }
+  const WindowCost k = window_cost(c, work, docs);
+  p.documents = docs;
+  p.rows = k.rows;
+  p.windows = (most + docs - 1) / docs;
+  p.activation_bytes = k.activations;
+  p.state_bytes = k.states;
+  p.weight_budget = budget > 0 ? budget - k.bytes() : 0;
+  NJ_ASSIGN_OR_RETURN(p.residency, plan_residency(layout, p.weight_budget, p.options));
+  return p;
+}
+
+}  // namespace nj

@@ -1,0 +1,90 @@
+// Deciding a job's model once (the order of the decisions is in model_plan.h).
+#include "engine/runtime/model_plan.h"
+
+#include <algorithm>
+
+namespace nj {
+
+PlanOptions plan_options_for(bool classify, int64_t context, int prefill_chunk, int io_threads) {
+  PlanOptions o;
+  o.prefill_chunk = prefill_chunk;
+  o.max_context = static_cast<int>(std::max<int64_t>(1, context));
+  o.all_logits = !classify;
+  o.windows = classify;
+  o.sequence_states = classify ? 2 : 1;
+  o.io_threads = io_threads;
+  return o;
+}
+
+int decide_batch(int requested, int max_batch, int64_t items) {
+  if (requested > 0) return std::max(1, std::min(requested, max_batch));
+  const int64_t fit =
+      std::min<int64_t>({max_batch, kMaxDefaultBatch, std::max<int64_t>(1, items)});
+  return static_cast<int>(std::max<int64_t>(1, fit));
+}
+
+Result<ModelPlan> plan_model(const ModelLayout& layout, const ModelRequest& r) {
+  ModelPlan m;
+  if (r.base) {
+    m.options = *r.base;
+    m.options.prefill_chunk = r.prefill_chunk;
+    m.options.max_context = static_cast<int>(std::max<int64_t>(1, r.context));
+    m.options.io_threads = r.io_threads;
+  } else {
+    m.options = plan_options_for(r.classify, r.context, r.prefill_chunk, r.io_threads);
+  }
+  m.options.bandwidth_gbps = r.bandwidth_gbps;
+  m.requested_batch = r.batch;
+  const uint64_t memory = r.memory_bytes;
+  if (memory > 0) {
+    m.max_batch = max_batch_for_budget(layout, m.options, memory);
+    m.batch = m.max_batch > 0 ? decide_batch(r.batch, m.max_batch, r.items) : 1;
+  } else {
+    m.batch = r.batch > 0 ? r.batch
+                          : static_cast<int>(std::clamp<int64_t>(r.items, 1, kDefaultResidentBatch));
+  }
+  m.options.batch = m.batch;
+
+  switch (r.speculation) {
+    case Speculation::kOff: m.asked_draft_tokens = 0; break;
+    case Speculation::kNgram: m.asked_draft_tokens = kRunDraftTokens; break;
+    case Speculation::kAuto:  // resident: speculation_pays never holds
+      m.asked_draft_tokens = memory > 0 ? kRunDraftTokens : 0;
+      break;
+  }
+  if (r.base && r.speculation == Speculation::kOff)
+    m.asked_draft_tokens = m.options.draft_tokens;  // the caller's own (generate's flags)
+  else
+    m.options.draft_tokens = m.asked_draft_tokens;
+  NJ_ASSIGN_OR_RETURN(m.residency, plan_residency(layout, memory, m.options));
+  if (r.speculation == Speculation::kAuto && m.asked_draft_tokens > 0) {
+    const bool pays = m.residency.draft_tokens > 0 &&
+                      speculation_pays(pass_cost(layout, m.residency), m.residency);
+    if (!pays) {
+      m.asked_draft_tokens = 0;
+      m.options.draft_tokens = 0;
+      NJ_ASSIGN_OR_RETURN(m.residency, plan_residency(layout, memory, m.options));
+    }
+  }
+  m.pass_cost = pass_cost(layout, m.residency);
+  return m;
+}
+
+ActivationShape ModelPlan::activation_shape() const {
+  PlanOptions o = options;
+  o.draft_tokens = residency.draft_tokens;
+  return planned_activation_shape(o);
+}
+
+ForwardOptions ModelPlan::forward_options() const {
+  const ActivationShape shape = activation_shape();
+  ForwardOptions fo{shape.rows, options.batch, options.max_context, false};
+  if (residency.draft_tokens > 0) {
+    fo.tentative_rows = 1 + residency.draft_tokens;
+    fo.tentative_sequences = options.batch;
+    fo.kda_rollback = options.kda_rollback;
+  }
+  return fo;
+}
+
+}  // namespace nj

@@ -1,0 +1,88 @@
+// Deciding a job's model once: from what a job asks (its model's layout, a budget, its kind,
+// its longest context, a batch or "as many as fit", how many items could share a batch, and
+// speculation) to the one plan that opening the model, its Forward, `run`, `plan SPEC`,
+// `status`'s ETA, `generate --prompts-file` and `submit`'s check all use. Nothing downstream
+// plans again: Model::open takes the ModelPlan as it is.
+//
+// The decisions, in order:
+//   1. The plan options of the job's kind: a generation keeps a logits row per replayed token;
+//      a classification wants only its last row's, keeps a second state (the one after its
+//      prompt) while it scores labels that share tokens, and prefills documents in windows.
+//   2. The batch: what was asked (reduced to what the budget holds), else the largest batch
+//      the budget holds, at most kMaxDefaultBatch and at most the items that could share it
+//      (a budget reserved for sequences that never come would only hold fewer weights); with
+//      everything resident, min(items, kDefaultResidentBatch) unless asked.
+//   3. Drafts per sequence (speculative decoding): ngram asks for kRunDraftTokens; auto asks
+//      for them when speculation pays at this budget (pass_cost.h: the weights stream and one
+//      draft breaks even below 50 % acceptance; never when resident); off asks for none. The
+//      plan holds as many as memory left over allows (planner.h, step 4), possibly none.
+//   4. The residency plan for all of it: plan_residency runs once (twice only for `auto`
+//      under a budget when speculation turns out not to pay: the plan without drafts then
+//      differs in its cache slots).
+#pragma once
+
+#include <cstdint>
+
+#include "engine/forward/activations.h"
+#include "engine/forward/forward.h"
+#include "engine/model/layout.h"
+#include "engine/plan/pass_cost.h"
+#include "engine/plan/planner.h"
+#include "engine/util/status.h"
+
+namespace nj {
+
+// The batch of a resident model (no budget bounds it): enough rows to make the matrix
+// products compute-bound, few enough to keep a pass short.
+inline constexpr int kDefaultResidentBatch = 16;
+// The largest batch chosen without --batch under a budget (each item of a batch has a
+// thread; a larger --batch is honoured when the budget holds it).
+inline constexpr int kMaxDefaultBatch = 64;
+// The most drafts per sequence per pass planned for a speculating generation; each
+// sequence's draft length adapts below it (engine/speculative/draft_length.h).
+inline constexpr int kRunDraftTokens = kMaxDraftTokens;
+
+enum class Speculation { kOff, kNgram, kAuto };
+
+// What a job asks of its model.
+struct ModelRequest {
+  uint64_t memory_bytes = 0;  // the budget; 0 = everything resident
+  bool classify = false;      // a classification's plan (decision 1)
+  int64_t context = 1;        // the job's longest sequence, in positions
+  int batch = 0;              // sequences per pass; 0 = decide (decision 2)
+  int64_t items = 1;          // items that could share a batch (bounds the decided batch)
+  Speculation speculation = Speculation::kOff;
+  int prefill_chunk = kDefaultPrefillChunk;  // rows a prompt's pass carries at most
+  int io_threads = kDefaultIoThreads;        // one staging buffer each (lossless packs)
+  double bandwidth_gbps = PlanOptions{}.bandwidth_gbps;  // for the predicted seconds
+  // Set to override decision 1 (e.g. `generate`'s flags, `plan --model`'s); the batch,
+  // drafts, context, chunk and I/O threads above still apply.
+  const PlanOptions* base = nullptr;
+};
+
+struct ModelPlan {
+  PlanOptions options;       // what the plan was made for (batch and drafts asked included)
+  ResidencyPlan residency;   // where every weight byte lives
+  int batch = 1;             // sequences per pass (= options.batch)
+  int requested_batch = 0;   // ModelRequest::batch, for a warning when the budget cut it
+  int max_batch = 0;         // the largest batch the budget holds (0 when resident)
+  int asked_draft_tokens = 0;  // drafts asked (decision 3); residency.draft_tokens are held
+  PassCost pass_cost;        // the byte cost of a pass under this plan (speculation weighs it)
+
+  // The activation shape a pass of this plan needs (with drafts: 1 + draft_tokens rows of
+  // every sequence beside the prefill chunks), and the Forward options that allocate it.
+  ActivationShape activation_shape() const;
+  ForwardOptions forward_options() const;
+};
+
+// The plan options of a job's kind (decision 1) for `context` positions.
+PlanOptions plan_options_for(bool classify, int64_t context, int prefill_chunk, int io_threads);
+
+// Decision 2 alone: `requested` (0 = decide) under a budget holding `max_batch`, for `items`.
+int decide_batch(int requested, int max_batch, int64_t items);
+
+// Decisions 1-4 for a model of `layout`. Errors: the planner's (ResourceExhausted naming the
+// minimum when the budget does not hold one sequence).
+Result<ModelPlan> plan_model(const ModelLayout& layout, const ModelRequest& request);
+
+}  // namespace nj

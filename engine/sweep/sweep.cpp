@@ -1,0 +1,302 @@
+// The layer sweep (see sweep.h): a window of prefill work, layer by layer.
+#include "engine/sweep/sweep.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "engine/forward/decoder_layer.h"
+#include "engine/moe/ffn.h"
+#include "engine/moe/moe_layer.h"
+#include "engine/ops/kernels.h"
+
+namespace nj {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The window's residual stream (what crosses layer boundaries) and the FFN half's buffers,
+// all sized for the window's rows.
+struct WindowBuffers {
+  std::vector<float> h, prefix, blocks, xn, a, mix;  // [rows][hidden]; blocks [banks][rows][hidden]
+  MoeActivations moe;
+  FfnActivations ffn;
+};
+
+template <class W, class F>
+void visit_window(W& w, const ModelConfig& c, size_t R, F&& f) {
+  const size_t hs = static_cast<size_t>(c.hidden);
+  const size_t banks = static_cast<size_t>(banked_before(c, c.layers));
+  f(w.h, R * hs);
+  f(w.prefix, R * hs);
+  f(w.blocks, banks * R * hs);
+  f(w.xn, R * hs);
+  f(w.a, R * hs);
+  f(w.mix, banks + 1);
+  visit_ffn_buffers(w.moe, w.ffn, c, R, f);
+}
+
+ActivationShape chunk_shape(const SweepShape& s) {
+  return ActivationShape{std::max(1, s.chunk_rows), std::max(1, std::min(s.sequences, s.chunk_rows)),
+                         std::max(1, s.max_context), 1, 0, 0, kDefaultKdaRollback};
+}
+
+// Rows of the head computed at once: bounded like the attention half's chunks.
+int head_rows(const SweepShape& s) { return std::max(1, std::min(s.logits_rows, s.chunk_rows)); }
+
+}  // namespace
+
+uint64_t sweep_bytes_per_row(const ModelConfig& c) {
+  WindowBuffers none;
+  uint64_t bytes = 0;
+  visit_window(none, c, 1, [&](auto& buf, size_t n) { bytes += n * sizeof(buf[0]); });
+  const size_t banks = static_cast<size_t>(banked_before(c, c.layers));
+  return bytes - (banks + 1) * sizeof(float) - (c.num_experts + 1) * sizeof(int32_t);
+}
+
+uint64_t sweep_activation_bytes(const ModelConfig& c, const SweepShape& s) {
+  WindowBuffers none;
+  uint64_t bytes = 0;
+  visit_window(none, c, static_cast<size_t>(std::max(1, s.rows)),
+               [&](auto& buf, size_t n) { bytes += n * sizeof(buf[0]); });
+  const uint64_t head = static_cast<uint64_t>(head_rows(s)) *
+                        (2 * static_cast<uint64_t>(c.hidden) + static_cast<uint64_t>(c.vocab)) *
+                        sizeof(float);
+  return bytes + activation_bytes(c, chunk_shape(s)) + head;
+}
+
+Sweep::Sweep(const ModelConfig& config, WeightSource& weights, SweepOptions options)
+    : config_(config), weights_(weights), options_(options) {}
+
+Status Sweep::validate(std::span<const SweepSequence> seqs) const {
+  const ModelConfig& c = config_;
+  if (seqs.empty()) return invalid_argument("a sweep needs at least one sequence");
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const SweepSequence& s = seqs[i];
+    const std::string which = "sequence " + std::to_string(i) + " of the sweep";
+    if (s.ids.empty()) return invalid_argument(which + " has no tokens");
+    if (s.parent >= static_cast<int>(i)) return invalid_argument(which + " continues a later sequence");
+    if (s.parent >= 0 && s.start) return invalid_argument(which + " has both a parent and a start state");
+    if (s.start && s.start->layers.size() != static_cast<size_t>(c.layers))
+      return invalid_argument(which + ": its start state is shaped for another model");
+    if (s.logits == LogitsWanted::kAll && !s.all_logits)
+      return invalid_argument(which + " asks for every position's logits but gives no destination");
+    for (int32_t id : s.ids)
+      if (id < 0 || id >= c.vocab)
+        return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                                std::to_string(c.vocab - 1) + ")");
+  }
+  return Status();
+}
+
+Status Sweep::run(std::span<SweepSequence> seqs) {
+  NJ_RETURN_IF_ERROR(validate(seqs));
+  const ModelConfig& c = config_;
+  WeightSource& src = weights_;
+  const auto t_start = Clock::now();
+  const WeightStats before = src.stats();
+  const int S = static_cast<int>(seqs.size());
+  const size_t hs = static_cast<size_t>(c.hidden), vocab = static_cast<size_t>(c.vocab);
+
+  // Rows are laid out generation by generation (sequences, then their branches, then theirs),
+  // so that a branch's parent has all its rows of a layer done before the branch starts.
+  std::vector<int> depth(seqs.size(), 0);
+  std::vector<int64_t> position0(seqs.size(), 0);
+  int max_depth = 0;
+  for (int i = 0; i < S; ++i) {
+    const SweepSequence& s = seqs[static_cast<size_t>(i)];
+    if (s.parent >= 0) {
+      const auto p = static_cast<size_t>(s.parent);
+      depth[static_cast<size_t>(i)] = depth[p] + 1;
+      position0[static_cast<size_t>(i)] = position0[p] + static_cast<int64_t>(seqs[p].ids.size());
+    } else if (s.start) {
+      position0[static_cast<size_t>(i)] = s.start->position;
+    }
+    max_depth = std::max(max_depth, depth[static_cast<size_t>(i)]);
+  }
+  std::vector<int> order;  // sequences in row order
+  for (int d = 0; d <= max_depth; ++d)
+    for (int i = 0; i < S; ++i)
+      if (depth[static_cast<size_t>(i)] == d) order.push_back(i);
+  std::vector<int> row0(seqs.size());
+  std::vector<int> generation_end(static_cast<size_t>(max_depth) + 1, 0);  // first row past it
+  std::vector<int32_t> ids;
+  int R = 0, context = 1;
+  std::vector<int> wanted;  // rows whose logits are asked for, in row order
+  for (int i : order) {
+    const SweepSequence& s = seqs[static_cast<size_t>(i)];
+    const int n = static_cast<int>(s.ids.size());
+    row0[static_cast<size_t>(i)] = R;
+    const int first = s.logits == LogitsWanted::kAll ? 0 : s.logits == LogitsWanted::kLast ? n - 1 : n;
+    for (int t = first; t < n; ++t) wanted.push_back(R + t);
+    R += n;
+    generation_end[static_cast<size_t>(depth[static_cast<size_t>(i)])] = R;
+    ids.insert(ids.end(), s.ids.begin(), s.ids.end());
+    context = static_cast<int>(std::max<int64_t>(context, position0[static_cast<size_t>(i)] + n));
+  }
+  const SweepShape shape{R, std::max(1, options_.chunk_rows), S, context, static_cast<int>(wanted.size())};
+
+  WindowBuffers win;
+  visit_window(win, c, static_cast<size_t>(R), [](auto& buf, size_t n) { buf.resize(n); });
+  Activations chunk;
+  chunk.allocate(c, chunk_shape(shape));
+  const StreamRows all{R, win.h.data(), win.prefix.data(), win.blocks.data(), static_cast<size_t>(R) * hs,
+                       win.xn.data(), win.a.data(), win.mix.data()};
+  double wait = 0;
+  auto timed = [&](auto&& fn) {
+    auto t0 = Clock::now();
+    auto r = fn();
+    wait += std::chrono::duration<double>(Clock::now() - t0).count();
+    return r;
+  };
+
+  last_ = SweepStats{};
+  last_.distinct_experts.assign(static_cast<size_t>(c.layers), 0);
+  for (int i = 0; i < S; ++i) {
+    SequenceState* f = seqs[static_cast<size_t>(i)].final_state;
+    if (f) f->layers.assign(static_cast<size_t>(c.layers), LayerState{});
+  }
+
+  // h = embed_tokens[id]
+  NJ_RETURN_IF_ERROR(timed([&] { return src.embed(ids, win.h.data()); }));
+  std::vector<LayerState> states(seqs.size());  // each sequence's state of the current layer
+  std::vector<SeqRows> chunk_rows;
+  MoeCounters moe;
+  int kda_layer = 0;
+  src.will_need_layer(0);
+  for (int l = 0; l < c.layers; ++l) {
+    auto got = timed([&] { return src.layer(l); });
+    if (!got.ok()) return got.status();
+    const LayerWeights& w = **got;
+    if (l + 1 < c.layers) src.will_need_layer(l + 1);
+
+    // The attention half, chunk by chunk, one generation at a time.
+    int r = 0;
+    for (int d = 0; d <= max_depth; ++d) {
+      for (int i : order) {  // this generation's states: from the start, empty, or the parent's end
+        if (depth[static_cast<size_t>(i)] != d) continue;
+        const SweepSequence& s = seqs[static_cast<size_t>(i)];
+        states[static_cast<size_t>(i)] =
+            s.parent >= 0 ? states[static_cast<size_t>(s.parent)]
+            : s.start     ? s.start->layers[static_cast<size_t>(l)]
+                          : LayerState::empty(c, l);
+      }
+      const int end = generation_end[static_cast<size_t>(d)];
+      for (int n = 0; r < end; r += n) {
+        n = std::min(shape.chunk_rows, end - r);
+        chunk_rows.clear();
+        for (int i : order) {
+          const int a0 = row0[static_cast<size_t>(i)];
+          const int a1 = a0 + static_cast<int>(seqs[static_cast<size_t>(i)].ids.size());
+          const int lo = std::max(a0, r), hi = std::min(a1, r + n);
+          if (lo < hi) chunk_rows.push_back(SeqRows{&states[static_cast<size_t>(i)], lo - r, hi - lo, -1});
+        }
+        attention_half(c, l, w, all.slice(r, n, c.hidden), chunk_rows, chunk, kda_layer);
+      }
+    }
+    if (!w.is_mla) ++kda_layer;
+
+    // The FFN half over the whole window: each routed expert once for all its rows.
+    if (w.is_dense) {
+      ffn_forward(c, w.dense, win.xn.data(), R, win.a.data(), win.ffn);
+    } else {
+      NJ_RETURN_IF_ERROR(moe_forward(c, l, w.moe, src, win.xn.data(), R, win.a.data(), win.moe, win.ffn, &moe));
+      last_.distinct_experts[static_cast<size_t>(l)] = moe.distinct_experts;
+    }
+    finish_layer(c, all);
+    for (int i = 0; i < S; ++i) {  // the layer's states are done with
+      SequenceState* f = seqs[static_cast<size_t>(i)].final_state;
+      if (f) f->layers[static_cast<size_t>(l)] = std::move(states[static_cast<size_t>(i)]);
+      states[static_cast<size_t>(i)] = LayerState{};
+    }
+  }
+
+  // logits = lm_head(RMSNorm(attn_res(blocks + [h]), norm)) for the wanted rows, a chunk at a time
+  auto head = timed([&] { return src.head(); });
+  if (!head.ok()) return head.status();
+  const HeadWeights& hw = **head;
+  std::vector<float> logits(wanted.size() * vocab);
+  {
+    const int hr = head_rows(shape);
+    std::vector<float> tmp(static_cast<size_t>(hr) * hs), head_in(static_cast<size_t>(hr) * hs);
+    for (size_t k = 0; k < wanted.size(); k += static_cast<size_t>(hr)) {
+      const size_t n = std::min(wanted.size() - k, static_cast<size_t>(hr));
+      const std::span<const int> rows(wanted.data() + k, n);
+      head_input(c, hw, all, rows, tmp.data(), head_in.data());
+      ops::matmul(hw.lm_head, head_in.data(), static_cast<int>(n), hs, logits.data() + k * vocab, vocab);
+    }
+  }
+  src.end_step();
+
+  // Hand each sequence its logits (NaN or infinity stop the sweep before anything moves).
+  std::vector<size_t> first_logit(seqs.size(), 0);
+  for (size_t k = 0, i = 0; i < order.size(); ++i) {
+    const int q = order[i];
+    first_logit[static_cast<size_t>(q)] = k;
+    const SweepSequence& s = seqs[static_cast<size_t>(q)];
+    const size_t n = s.ids.size();
+    const size_t count = s.logits == LogitsWanted::kAll ? n : s.logits == LogitsWanted::kLast ? 1 : 0;
+    for (size_t t = 0; t < count; ++t)
+      for (size_t v = 0; v < vocab; ++v)
+        if (!std::isfinite(logits[(k + t) * vocab + v]))
+          return non_finite("non-finite logits at position " +
+                            std::to_string(position0[static_cast<size_t>(q)] + static_cast<int64_t>(n - count + t)));
+    k += count;
+  }
+  for (int i = 0; i < S; ++i) {
+    SweepSequence& s = seqs[static_cast<size_t>(i)];
+    const size_t n = s.ids.size();
+    const float* out = logits.data() + first_logit[static_cast<size_t>(i)] * vocab;
+    const size_t count = s.logits == LogitsWanted::kAll ? n : s.logits == LogitsWanted::kLast ? 1 : 0;
+    if (s.logits == LogitsWanted::kAll) std::copy_n(out, n * vocab, s.all_logits);
+    if (s.last_logits) {
+      if (count > 0) s.last_logits->assign(out + (count - 1) * vocab, out + count * vocab);
+      else s.last_logits->clear();
+    }
+    if (SequenceState* f = s.final_state) {
+      f->position = position0[static_cast<size_t>(i)] + static_cast<int64_t>(n);
+      std::vector<int32_t> tokens;
+      for (int q = i; q >= 0; q = seqs[static_cast<size_t>(q)].parent) {  // the ancestry's tokens
+        const SweepSequence& a = seqs[static_cast<size_t>(q)];
+        tokens.insert(tokens.begin(), a.ids.begin(), a.ids.end());
+        if (a.parent < 0 && a.start)
+          tokens.insert(tokens.begin(), a.start->tokens.begin(), a.start->tokens.end());
+      }
+      f->tokens = std::move(tokens);
+      if (count > 0) f->last_logits.assign(out + (count - 1) * vocab, out + count * vocab);
+      else f->last_logits.clear();
+    }
+  }
+
+  // Totals, and each sequence's share by its rows.
+  const double total = std::chrono::duration<double>(Clock::now() - t_start).count();
+  wait += moe.wait_s;
+  const WeightStats after = src.stats();
+  last_.sequences = S;
+  last_.rows = R;
+  last_.wait_s = wait;
+  last_.compute_s = total - wait;
+  last_.trunk_bytes_read = (after.trunk_bytes_read - before.trunk_bytes_read) +
+                           (after.head_bytes_read - before.head_bytes_read);
+  last_.expert_bytes_read = after.expert_bytes_read - before.expert_bytes_read;
+  last_.other_bytes_read = after.embedding_bytes_read - before.embedding_bytes_read;
+  last_.expert_computations = moe.expert_computations;
+  for (const SweepSequence& s : seqs) {
+    if (!s.usage) continue;
+    const double share = static_cast<double>(s.ids.size()) / R;
+    SequenceUsage u;
+    u.tokens = s.ids.size();
+    u.passes = 1;
+    u.max_batch = S;
+    u.compute_s = share * last_.compute_s;
+    u.wait_s = share * last_.wait_s;
+    u.bytes_read = share * static_cast<double>(last_.bytes_read());
+    u.trunk_bytes_read = share * static_cast<double>(last_.trunk_bytes_read);
+    u.expert_bytes_read = share * static_cast<double>(last_.expert_bytes_read);
+    s.usage->add(u);
+  }
+  return Status();
+}
+
+}  // namespace nj

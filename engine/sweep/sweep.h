@@ -1,0 +1,109 @@
+// The layer sweep: a second schedule of the forward pass, for a window of sequences whose
+// new tokens are all known in advance (prefill: documents to classify, their labels'
+// teacher-forced continuations, prompts). Forward::run is token-major: one pass reads every
+// layer for a few rows, so every sequence keeps its state for every layer between passes.
+// The sweep is layer-major (FlexGen's block schedule): the whole window goes through layer 0,
+// then layer 1, and so on.
+//
+//   for each layer l:
+//     read l's trunk once (the next layer's is read meanwhile)
+//     for each chunk of the window's rows:            attention half (decoder_layer.h)
+//       each sequence's layer-l state: from its start state (or empty, or its parent's end)
+//     FFN half over all the window's rows at once:     each routed expert read once per layer
+//     drop the layer-l states (unless a final state is asked for)
+//   the head over the rows whose logits are wanted
+//
+// What crosses a layer boundary is only the window's residual stream (per row: h, the prefix
+// and the attention-residual bank). Every step is per row and every matrix product keeps its
+// canonical order (engine/ops/kernels.h), so each sequence's logits and final state are bit
+// for bit what Forward::run gives for it alone, whatever the window, the chunking, the
+// budget, the threads or the SIMD level.
+//
+// A branch (SweepSequence::parent) continues another sequence of the window from its end,
+// inside each layer: its layer state starts as a copy of the parent's after the parent's
+// rows. A classification scores its labels this way: each feed path of its label trie is a
+// branch of the document, in the same sweep, with no decode steps after it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/forward/activations.h"
+#include "engine/forward/batch.h"
+#include "engine/model/config.h"
+#include "engine/state/sequence_state.h"
+#include "engine/util/status.h"
+#include "engine/weights/weight_source.h"
+
+namespace nj {
+
+struct SweepSequence {
+  std::span<const int32_t> ids;          // its new tokens, in order. REQUIRES: non-empty
+  const SequenceState* start = nullptr;  // its state before `ids` (read one layer at a time;
+                                         // several sequences may share one); nullptr: empty
+  int parent = -1;  // a branch: continues sequence `parent` (< its own index) from its end
+  LogitsWanted logits = LogitsWanted::kLast;
+  float* all_logits = nullptr;              // with kAll: receives [ids.size()][vocab]
+  std::vector<float>* last_logits = nullptr;  // kLast or kAll: the last row's logits
+  SequenceState* final_state = nullptr;     // when given: the whole state after `ids`
+  SequenceUsage* usage = nullptr;           // when given: its share of the sweep, by rows
+};
+
+struct SweepOptions {
+  // Rows of the attention half computed at once. Its scratch (KDA's and MLA's activations)
+  // grows with it; the matrix products reach their rate well before 256 rows (kernel_bench).
+  int chunk_rows = 256;
+};
+
+// What one sweep did.
+struct SweepStats {
+  int sequences = 0;
+  int rows = 0;
+  double compute_s = 0, wait_s = 0;
+  uint64_t trunk_bytes_read = 0, expert_bytes_read = 0, other_bytes_read = 0;
+  uint64_t bytes_read() const { return trunk_bytes_read + expert_bytes_read + other_bytes_read; }
+  uint64_t expert_computations = 0;
+  std::vector<int> distinct_experts;  // [layers]: experts the window needed (0 for dense)
+};
+
+// The shape a sweep's buffers are sized for.
+struct SweepShape {
+  int rows = 1;         // the window's rows, over all its sequences
+  int chunk_rows = 1;   // rows of the attention half at once
+  int sequences = 1;    // sequences in the window
+  int max_context = 1;  // positions one sequence may reach
+  int logits_rows = 1;  // rows whose logits are wanted
+};
+
+// Bytes of a sweep's buffers: the window's residual stream and its FFN/MoE activations, the
+// attention half's activations for one chunk, the head's rows: the planner's estimate and
+// the allocation both come from this definition.
+uint64_t sweep_activation_bytes(const ModelConfig& c, const SweepShape& s);
+// Of which, per window row: what crosses a layer boundary plus the FFN half's buffers.
+uint64_t sweep_bytes_per_row(const ModelConfig& c);
+
+// Not thread-safe: one sweep at a time. The config and the weight source must outlive it.
+class Sweep {
+ public:
+  Sweep(const ModelConfig& config, WeightSource& weights, SweepOptions options = {});
+
+  // Runs `seqs` through every layer. InvalidArgument (nothing done) for an empty window, an
+  // empty sequence, a parent that is not an earlier sequence, a start state shaped for
+  // another model, kAll without a destination or an id outside the vocabulary. NonFinite
+  // ("non-finite logits at position P") when logits asked for hold a NaN or an infinity.
+  // Other errors are the weight source's.
+  Status run(std::span<SweepSequence> seqs);
+
+  const SweepStats& last() const { return last_; }
+
+ private:
+  Status validate(std::span<const SweepSequence> seqs) const;
+
+  const ModelConfig& config_;
+  WeightSource& weights_;
+  SweepOptions options_;
+  SweepStats last_;
+};
+
+}  // namespace nj
