@@ -7,7 +7,7 @@
 #
 #   tests/bench/run_stories_spec_bench.sh [--tokens N] [--rounds R] [--factor F] [--model DIR]
 #
-# Why 1.05x and not run_spec_bench.sh's 1.6x: the story model is 3.4 MB, so at 1.6x its
+# Why 1.05x and not run_spec_bench.sh's 1.6x: the story model is 3.3 MB, so at 1.6x its
 # minimum it is nearly resident (tens of KB read per token); at 1.05x plain decoding reads
 # ~1.3 MB per token (the trunk streams every pass) and the plan leaves room for drafts (the
 # table's last columns say how much was read and how many drafts the budget held). Streaming
