@@ -182,7 +182,10 @@ class ModelCache {
       work.branch_rows += static_cast<int64_t>(path.size());
       ++work.branches;
     }
-    work.document_rows = std::max<int64_t>(1, request.context - work.start_rows);
+    // The job's context is its prefix, its longest document and its longest label (submit).
+    int64_t longest_label = 0;
+    for (const auto& ids : c.label_ids) longest_label = std::max<int64_t>(longest_label, static_cast<int64_t>(ids.size()));
+    work.document_rows = std::max<int64_t>(1, request.context - work.start_rows - longest_label);
     work.logits_rows = 1 + static_cast<int>(work.branch_rows);
     PlanOptions base = plan_options_for(true, request.context, request.prefill_chunk,
                                         request.io_threads);

@@ -66,9 +66,11 @@ class Sweep(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         return nj, nj.results(job)
 
-    def minimum(self, spec):
-        """The least budget of this job's sweep: one document per window."""
-        p = subprocess.run([ARGS.bin, "plan", spec, "--schedule", "sweep", "--output", "json"],
+    def minimum(self, spec, threads):
+        """The least budget of this job's sweep on `threads` threads (the kernels' scratch is
+        per thread): one document per window."""
+        p = subprocess.run([ARGS.bin, "plan", spec, "--schedule", "sweep", "--threads", threads,
+                            "--output", "json"],
                            capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stderr)
         plan = json.loads(p.stdout)
@@ -78,10 +80,10 @@ class Sweep(unittest.TestCase):
         base = self.run_job(self.spec(template), "one", "--batch", "1", "--threads", "1")[1]
         self.assertEqual([r["engine"]["schedule"] for r in base], ["passes"] * len(DOCS))
         self.assertTrue(any(r["details"]["decode_steps"] > 0 for r in base), "the label trie is walked")
-        minimum = self.minimum(self.spec(template))
-        for memory in (None, minimum, 2 * minimum):
-            spec = self.spec(template, memory)
-            for threads in ("1", "2"):
+        for threads in ("1", "2"):
+            minimum = self.minimum(self.spec(template), threads)
+            for memory in (None, minimum, 2 * minimum):
+                spec = self.spec(template, memory)
                 for simd in simd_levels():
                     tag = f"{memory}-{threads}-{simd}"
                     with self.subTest(memory=memory, threads=threads, simd=simd):
