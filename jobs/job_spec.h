@@ -23,9 +23,9 @@ namespace nj::jobs {
 // against a fixed label set (jobs/classify_spec.h).
 enum class JobKind { kGenerate, kClassify };
 
-// `speculative:` of a generate job (engine/spec/): draft tokens by prompt lookup and verify
+// `speculative:` of a generate job (engine/speculative/): draft tokens by prompt lookup and verify
 // them exactly (the tokens never change), never, or as the planner decides at the job's
-// budget (engine/spec/pass_cost.h, speculation_pays).
+// budget (engine/plan/pass_cost.h, speculation_pays).
 enum class SpeculativeMode { kAuto, kOff, kNgram };
 const char* speculative_mode_name(SpeculativeMode mode);
 // "auto", "off", "ngram"; InvalidArgument naming the known values for anything else.

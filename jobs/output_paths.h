@@ -10,7 +10,7 @@
 //   3. Never the spec itself or one of the job's inputs (its JSON Lines file, or any file
 //      its glob matches), and never the same file as the job's other output.
 //   4. Checked at validate/submit (each error names the key and the resolved path; exit 3)
-//      and again right before every write (runner/report/job_outputs.cpp): the file system may
+//      and again right before every write (runner/results/job_outputs.cpp): the file system may
 //      change between the two (a symlink planted in the evening).
 #pragma once
 

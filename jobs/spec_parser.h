@@ -10,7 +10,7 @@
 //                              after which an item fails with its last error
 //   priority: N                optional, default 0; higher first, FIFO among equals
 //   speculative: MODE          optional, generate only: how `run` decodes the items
-//                              (engine/spec/; the tokens are the same in every mode):
+//                              (engine/speculative/; the tokens are the same in every mode):
 //                              ngram   prompt-lookup drafts verified in the same pass,
 //                                      as many per pass as the budget holds (up to 8,
 //                                      adapting to each item's acceptance)

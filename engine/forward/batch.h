@@ -12,7 +12,7 @@
 // (engine/ops/kernels.h), so a sequence's logits are bit-identical whatever else shares
 // its pass: batch size is a throughput dial, never a quality dial.
 //
-// Tentative steps (speculative decoding, engine/spec/). A step marked `tentative` feeds a
+// Tentative steps (speculative decoding, engine/speculative/). A step marked `tentative` feeds a
 // token and the drafted tokens after it, takes the logits at every row, and leaves its
 // sequence unsettled: the caller then decides how many of its rows plain decoding would
 // have fed and calls Forward::keep(state, n), after which the state is bit for bit the one

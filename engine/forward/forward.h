@@ -96,6 +96,7 @@ class Forward {
   const RoutingProfile& routing_profile() const { return routing_; }
   const Activations& activations() const { return acts_; }
   const ModelConfig& config() const { return config_; }
+  WeightSource& weights() { return weights_; }
 
  private:
   Status validate(std::span<SeqStep> steps) const;

@@ -21,7 +21,7 @@
 //      rollback log of their rows, with as many drafts per sequence as what is left holds
 //      (ResidencyPlan::draft_tokens, possibly 0). Drafts come after the trunk so that they
 //      never make a pass read more than plain decoding's: a sequence whose drafts are never
-//      accepted then pays only the rows it drafts (engine/spec/draft_length.h). Their rows'
+//      accepted then pays only the rows it drafts (engine/speculative/draft_length.h). Their rows'
 //      experts use the expert cache's slots as read buffers;
 //   5. expert-cache slots, spread evenly over the MoE layers.
 // A lossless pack also needs one staging buffer per I/O thread (a run of stored blocks, up
@@ -63,7 +63,7 @@ struct PlanOptions {
   // the same pass, so a window of documents is prefilled together, each weight read once
   // for all of them.
   bool windows = false;
-  // Speculative decoding (engine/spec/): a decode pass carries up to 1 + draft_tokens rows
+  // Speculative decoding (engine/speculative/): a decode pass carries up to 1 + draft_tokens rows
   // per sequence, with their logits, and the rollback log of each (activations.h). The
   // most asked for: the plan holds ResidencyPlan::draft_tokens of them (step 4 above).
   int draft_tokens = 0;

@@ -45,11 +45,12 @@ Result<SweepWindowPlan> plan_sweep_window(const ModelLayout& layout, uint64_t bu
                                           const SweepWork& work, const PlanOptions& base) {
   const ModelConfig& c = layout.config();
   SweepWindowPlan p;
-  // The weights' own plan holds no sequence and one row: the window brings its own.
+  // The weights' own plan holds no sequence state (the window brings its own) and the
+  // activations of a prefill pass over the start state (the template prefix, prefilled once
+  // by ordinary passes before the window's sweep).
   p.options = base;
   p.options.batch = 1;
-  p.options.prefill_chunk = 1;
-  p.options.max_context = 1;
+  p.options.max_context = static_cast<int>(std::max<int64_t>(1, work.start_rows));
   p.options.all_logits = false;
   p.options.windows = false;
   p.options.sequence_states = 0;

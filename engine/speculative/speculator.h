@@ -1,5 +1,5 @@
 // One sequence's speculation: its drafter, its draft length, its statistics. The decode
-// loops (engine/spec/decode.h for one sequence, runner/lockstep.h for a batch) ask it what
+// loops (engine/speculative/decode.h for one sequence, runner/lockstep.h for a batch) ask it what
 // to feed in a pass and hand it the pass's logits to verify.
 #pragma once
 

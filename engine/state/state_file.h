@@ -136,7 +136,7 @@ class StateFileWriter {
 struct StateFileInfo {
   uint64_t fingerprint = 0;       // Model::fingerprint() of the model that wrote it
   int64_t position = 0;           // tokens consumed
-  uint32_t numerics_version = 0;  // engine/forward/numerics.h of the writer (0: unrecorded)
+  uint32_t numerics_version = 0;  // engine/ops/numerics.h of the writer (0: unrecorded)
 };
 Result<StateFileInfo> read_state_file_info(Env& env, const std::string& path);
 

@@ -14,7 +14,7 @@
 //                     generation     u64       G, names the segment generation
 //                     section_count  u32       = 3 + number of KDA layers
 //                     numerics       u32       kNumericsVersion of the writing binary
-//                                              (engine/forward/numerics.h); version 1: a
+//                                              (engine/ops/numerics.h); version 1: a
 //                                              reserved 0, read as numerics 0 (unrecorded)
 //                     header_hash    u64       XXH3(the 48 bytes above)
 //   section        := tag u32, index u32, length u64, hash u64, payload[length]

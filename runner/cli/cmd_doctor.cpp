@@ -5,7 +5,7 @@
 
 #include "engine/util/units.h"
 #include "runner/cli/commands.h"
-#include "runner/cli/doctor.h"
+#include "runner/forecast/doctor.h"
 #include "runner/cli/output.h"
 
 namespace nj::runner {

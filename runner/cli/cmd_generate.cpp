@@ -24,12 +24,13 @@
 #include "jobs/chat/chat_format.h"
 #include "jobs/chat/chat_messages.h"
 #include "jobs/chat/chat_reply.h"
-#include "runner/cli/cmd_generate_batch.h"
+#include "runner/generate/generate_batch.h"
+#include "runner/generate/one_prompt.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
-#include "runner/cli/model_args.h"
+#include "runner/run/model_args.h"
 #include "runner/cli/output.h"
-#include "runner/run/clock.h"
+#include "runner/item/clock.h"
 
 namespace nj::runner {
 namespace {
@@ -89,34 +90,364 @@ Result<Sampler> resumed_sampler(const SamplerSnapshot& saved, const SamplingPara
   return s;
 }
 
-}  // namespace
+// The flags of `generate` (defaults as --help states them).
+struct GenerateArgs {
+  ModelArgs model;
+  std::string prompt_ids;
+  int max_tokens = 16;
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  std::string output = "text";
+  std::string save_routing;
+  std::string prompt_text, prompt_file;
+  std::string chat_file, effort;
+  bool thinking = false;
+  bool ignore_eos = false;
+  std::string save_state, load_state;
+  bool override_sampling = false;
+  std::string prompts_file;
+  int batch = 0;
+  std::string speculative = "off";
+  int draft_tokens = DraftLengthOptions{}.max_draft_tokens;
+  std::string draft_ids;
+  std::string kda_rollback = "replay";
+};
 
-void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
-  struct Args {
-    ModelArgs model;
-    std::string prompt_ids;
-    int max_tokens = 16;
-    float temperature = 0.0f;
-    int top_k = 0;
-    float top_p = 1.0f;
-    uint64_t seed = 0;
-    std::string output = "text";
-    std::string save_routing;
-    std::string prompt_text, prompt_file;
-    std::string chat_file, effort;
-    bool thinking = false;
-    bool ignore_eos = false;
-    std::string save_state, load_state;
-    bool override_sampling = false;
-    std::string prompts_file;
-    int batch = 0;
-    std::string speculative = "off";
-    int draft_tokens = DraftLengthOptions{}.max_draft_tokens;
-    std::string draft_ids;
-    std::string kda_rollback = "replay";
-  };
-  auto a = std::make_shared<Args>();
-  auto flags = std::make_shared<SamplingFlags>();
+// The steps of `generate`, in the order the command runs them. Each returns the exit code
+// to end with, or kExitOk to go on.
+
+// --speculative's flags agree with each other.
+int check_speculation_flags(const GenerateArgs& a, const CLI::Option* draft_tokens) {
+  const bool speculate = a.speculative != "off";
+  if (!speculate && (draft_tokens->count() > 0 || !a.draft_ids.empty()))
+    return report_usage_error("--draft-tokens", invalid_argument("only applies with --speculative"));
+  if ((a.speculative == "oracle") != !a.draft_ids.empty())
+    return report_usage_error("--draft-ids", invalid_argument("--speculative oracle and --draft-ids go together"));
+  return kExitOk;
+}
+
+// The model's tokenizer, when it has one: text prompts need it; it also decodes the output
+// and knows the end-of-sequence token.
+int load_tokenizer(const std::string& model_dir, std::optional<Tokenizer>& tokenizer) {
+  if (Tokenizer::exists_in(model_dir)) {
+    auto t = Tokenizer::load(model_dir);
+    if (!t.ok()) return report_failure(t.status());
+    tokenizer.emplace(std::move(t).value());
+  }
+  return kExitOk;
+}
+
+// `generate --prompts-file`: many prompts in one batch (runner/generate/generate_batch.h).
+int run_prompts_file(const GenerateArgs& a) {
+  const bool speculate = a.speculative != "off";
+  if (a.speculative == "oracle")
+    return report_usage_error("--speculative",
+                              invalid_argument("oracle drafts are for one prompt; with --prompts-file "
+                                               "use ngram"));
+  if (!a.prompt_ids.empty() || !a.prompt_text.empty() || !a.prompt_file.empty() || !a.chat_file.empty() ||
+      !a.load_state.empty() ||
+      !a.save_state.empty() || !a.save_routing.empty())
+    return report_usage_error("--prompts-file",
+                              invalid_argument("cannot be combined with --prompt-ids, --prompt, --prompt-file, --chat-file, "
+                                               "--load-state, --save-state or --save-routing-profile"));
+  BatchGenerateArgs b;
+  b.model = a.model;
+  b.prompts_file = a.prompts_file;
+  b.batch = a.batch;
+  b.max_tokens = a.max_tokens;
+  b.sampling = SamplingParams{a.temperature, a.top_k, a.top_p, a.seed};
+  if (Status s = validate_sampling(b.sampling); !s.ok()) return report_usage_error("sampling", s);
+  b.ignore_eos = a.ignore_eos;
+  b.output = a.output;
+  b.draft_tokens = speculate ? a.draft_tokens : 0;
+  b.kda_rollback = a.kda_rollback == "snapshots" ? KdaRollback::kSnapshots : KdaRollback::kReplay;
+  auto config = load_model_config(a.model.model);
+  if (!config.ok()) return report_failure(config.status());
+  b.vocab = config->vocab;
+  std::optional<Tokenizer> tokenizer;
+  if (int code = load_tokenizer(a.model.model, tokenizer); code != kExitOk) return code;
+  auto g = generate_batch(b, tokenizer);
+  if (!g.ok()) return report_failure(g.status());
+  if (b.output == "json") {
+    print_json(batch_generation_json(b, tokenizer, *g));
+  } else {
+    const std::string text = batch_generation_text(tokenizer, *g);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    spdlog::info("{} sequences, batch {}: {} tokens in {} passes, {:.3f} s", g->requests.size(), g->batch,
+                 g->generated, g->passes, g->run_s);
+  }
+  if (b.model.stats) std::fprintf(stderr, "stats: %s\n", stats_text(g->stats).c_str());
+  return kExitOk;
+}
+
+// The one prompt's flags agree: one source of the prompt, or --load-state.
+int check_prompt_flags(const GenerateArgs& a) {
+  if (a.batch > 0) return report_usage_error("--batch", invalid_argument("only applies with --prompts-file"));
+  const bool resume = !a.load_state.empty();
+  const int prompt_sources = !a.prompt_ids.empty() + !a.prompt_text.empty() +
+                             !a.prompt_file.empty() + !a.chat_file.empty();
+  if (prompt_sources > 1)
+    return report_usage_error(
+        "--prompt-ids",
+        invalid_argument("give one of --prompt-ids, --prompt, --prompt-file, --chat-file"));
+  if (resume && prompt_sources > 0)
+    return report_usage_error("--prompt-ids",
+                              invalid_argument("cannot be combined with --load-state (the saved "
+                                               "state already holds the sequence)"));
+  if (!resume && prompt_sources == 0)
+    return report_usage_error("--prompt-ids",
+                              invalid_argument("required (or --prompt TEXT, --prompt-file FILE, or --load-state "
+                                               "FILE to continue a saved sequence)"));
+  return kExitOk;
+}
+
+// The prompt's tokens, and for a chat the reply's reader's controls and options.
+struct GeneratePrompt {
+  std::vector<int32_t> ids;
+  std::optional<jobs::ChatControls> controls;
+  jobs::ChatReplyOptions reply_options;
+};
+
+int read_prompt(const GenerateArgs& a, const std::optional<Tokenizer>& tokenizer, GeneratePrompt& prompt) {
+  const bool resume = !a.load_state.empty();
+  if (!a.chat_file.empty()) {
+    if (!tokenizer)
+      return report_failure(not_found(a.model.model +
+                                      ": the model has no tokenizer (tiktoken.model); "
+                                      "a chat needs one"));
+    auto c = jobs::chat_controls(*tokenizer);
+    if (!c.ok()) return report_failure(c.status().with_context(a.model.model));
+    prompt.controls = *c;
+    jobs::ChatOptions options;
+    options.thinking = prompt.reply_options.thinking = a.thinking;
+    if (!a.effort.empty()) options.effort = *jobs::parse_thinking_effort(a.effort);
+    auto rendered = jobs::render_chat_file(*tokenizer, a.chat_file, options);
+    if (!rendered.ok()) return report_failure(rendered.status());
+    prompt.ids = std::move(rendered->ids);
+  } else if (!a.prompt_ids.empty()) {
+    auto parsed = parse_id_list(a.prompt_ids);
+    if (!parsed.ok()) return report_usage_error("--prompt-ids", parsed.status());
+    prompt.ids = std::move(*parsed);
+  } else if (!resume) {
+    if (!tokenizer)
+      return report_failure(not_found(a.model.model + ": the model has no tokenizer (tiktoken.model); "
+                                      "give the prompt as --prompt-ids"));
+    std::string text = a.prompt_text;
+    if (!a.prompt_file.empty()) {
+      auto read = read_text_input(a.prompt_file);
+      if (!read.ok()) return report_failure(read.status());
+      text = std::move(*read);
+    }
+    prompt.ids = tokenizer->encode(text);
+    if (prompt.ids.empty()) return report_usage_error("--prompt", invalid_argument("the prompt is empty"));
+  }
+  return kExitOk;
+}
+
+// --save-state: the sequence state and sampler after the last token, as `saved_state` in
+// the JSON output.
+int save_generation_state(const std::string& path, const Model& model, const Session& session,
+                          const Sampler& sampler, nlohmann::json& saved) {
+  auto t_save = Clock::now();
+  StateFileWriter writer(*Env::posix(), path);
+  if (Status s = writer.save(model, session.state(), {sampler.params(), sampler.rng()}); !s.ok())
+    return report_failure(s);
+  const StateSaveStats& st = writer.last_save();
+  saved = {{"path", path},
+           {"position", session.position()},
+           {"head_bytes", st.head_bytes},
+           {"segment_bytes", st.segment_total_bytes},
+           {"save_s", seconds_since(t_save)}};
+  return kExitOk;
+}
+
+// What one prompt's run did, as the output reports it.
+struct GenerateRun {
+  const GenerateArgs& args;
+  const std::optional<Tokenizer>& tokenizer;
+  const std::vector<int32_t>& prompt;
+  const DecodedTokens& decoded;
+  int32_t eos = -1;
+  const jobs::ChatReplyReader* reply = nullptr;
+  std::optional<int64_t> resumed_from;  // --load-state's position
+  const nlohmann::json& saved;          // --save-state's, or null
+  const SpeculationStats* speculation = nullptr;
+  int planned_drafts = 0;
+  double load_s = 0, prefill_s = 0;
+  Model& model;
+  const Session& session;
+};
+
+void print_generate_json(const GenerateRun& g) {
+  const std::vector<int32_t>& out = g.decoded.out;
+  nlohmann::json j;
+  j["output_ids"] = out;
+  if (g.tokenizer) j["output_text"] = g.tokenizer->decode(out);
+  j["stopped_at_eos"] = !out.empty() && out.back() == g.eos;
+  if (g.reply) {
+    const jobs::ChatReply r = g.reply->reply();
+    j["content"] = r.content ? nlohmann::json(*r.content) : nlohmann::json(nullptr);
+    if (r.reasoning) j["reasoning_content"] = *r.reasoning;
+    j["finish_reason"] = g.reply->ended() ? "stop" : "length";
+  }
+  j["prompt_tokens"] = g.prompt.size();
+  j["generated_tokens"] = out.size();
+  if (g.resumed_from) j["resumed_from_position"] = *g.resumed_from;
+  if (!g.args.save_state.empty()) j["saved_state"] = g.saved;
+  if (g.speculation) {
+    const SpeculationStats& st = *g.speculation;
+    j["speculation"] = {{"max_draft_tokens", g.planned_drafts},
+                        {"passes", st.passes},
+                        {"drafted", st.drafted},
+                        {"accepted", st.accepted},
+                        {"tokens_per_pass", st.tokens_per_pass()}};
+  }
+  const double decode_s = g.decoded.decode_s, decoded = g.decoded.decoded;
+  j["timings"] = {{"load_s", g.load_s}, {"prefill_s", g.prefill_s}, {"decode_s", decode_s},
+                  {"decode_tokens_per_s", decoded > 0 ? decoded / decode_s : 0.0}};
+  j["run"] = run_info(g.session.stats());
+  j["stats"] = stats_json(g.model, g.session.stats());
+  print_json(j);
+}
+
+void print_generate_text(const GenerateRun& g) {
+  const std::vector<int32_t>& out = g.decoded.out;
+  if (g.reply) {
+    // The reply's channels, never its envelope: the reasoning first (with --thinking),
+    // then the answer ("(none)" when the reply never reached it).
+    const jobs::ChatReply r = g.reply->reply();
+    if (r.reasoning) {
+      std::printf("[reasoning]\n");
+      std::fwrite(r.reasoning->data(), 1, r.reasoning->size(), stdout);
+      std::printf("\n[answer]\n");
+    }
+    const std::string text = r.content.value_or(r.reasoning ? "(none)" : "");
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  } else if (g.tokenizer) {
+    const std::string text = g.tokenizer->decode(out);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  } else {
+    for (size_t i = 0; i < out.size(); ++i) std::printf("%s%d", i ? " " : "", out[i]);
+  }
+  std::printf("\n");
+  spdlog::info("prefill {} tokens in {:.3f} s; {} decode steps in {:.3f} s", g.prompt.size(),
+               g.prefill_s, g.decoded.decode_steps, g.decoded.decode_s);
+  if (!g.args.save_state.empty())
+    spdlog::info("state at position {} saved to {}", g.session.position(), g.args.save_state);
+  if (g.speculation)
+    spdlog::info("speculation: {} passes, {} drafted, {} accepted ({:.2f} tokens per pass)", g.speculation->passes,
+                 g.speculation->drafted, g.speculation->accepted, g.speculation->tokens_per_pass());
+}
+
+// `generate` for one prompt, or continuing a saved state.
+int run_one_prompt(const GenerateArgs& a, const SamplingFlags& flags) {
+  if (int code = check_prompt_flags(a); code != kExitOk) return code;
+  const bool speculate = a.speculative != "off";
+  const bool resume = !a.load_state.empty();
+  std::optional<Tokenizer> tokenizer;
+  if (int code = load_tokenizer(a.model.model, tokenizer); code != kExitOk) return code;
+  if (!resume && a.override_sampling)
+    return report_usage_error("--override-sampling",
+                              invalid_argument("only applies with --load-state"));
+  std::vector<int32_t> oracle;
+  if (!a.draft_ids.empty()) {
+    auto parsed = parse_id_list(a.draft_ids);
+    if (!parsed.ok()) return report_usage_error("--draft-ids", parsed.status());
+    oracle = std::move(*parsed);
+  }
+  GeneratePrompt p;
+  if (int code = read_prompt(a, tokenizer, p); code != kExitOk) return code;
+  const std::vector<int32_t>& prompt = p.ids;
+  SamplingParams sp{a.temperature, a.top_k, a.top_p, a.seed};
+  if (Status s = validate_sampling(sp); !s.ok()) return report_usage_error("sampling", s);
+  // A missing or damaged checkpoint fails before the (possibly huge) model is opened.
+  StateFileInfo resume_info;
+  if (resume) {
+    auto info = read_state_file_info(*Env::posix(), a.load_state);
+    if (!info.ok()) return report_failure(info.status());
+    resume_info = *info;
+  }
+  auto t_load = Clock::now();
+  // The run's context: the saved positions when resuming, the prompt, and every generated
+  // token (with --save-state the last one is fed too).
+  const int prompt_len = static_cast<int>(prompt.size());
+  const int64_t context = resume_info.position + prompt_len + a.max_tokens;
+  if (context > INT32_MAX)
+    return report_usage_error("--max-tokens", invalid_argument("the context would exceed " +
+                                                               std::to_string(INT32_MAX)));
+  RunShape shape{static_cast<int>(context), prompt_len, false};
+  shape.draft_tokens = speculate ? a.draft_tokens : 0;
+  shape.kda_rollback = a.kda_rollback == "snapshots" ? KdaRollback::kSnapshots : KdaRollback::kReplay;
+  auto model = open_model(a.model, shape);
+  if (!model.ok()) return report_failure(model.status());
+  SessionOptions so;
+  so.prefill_chunk = a.model.prefill_chunk;
+  so.record_routing = !a.save_routing.empty();
+  // The drafts the budget holds beside plain decoding's plan (planner.h, step 4): never
+  // more than asked for, possibly none (every pass is then a plain step).
+  const int planned_drafts = speculate ? (*model)->plan().draft_tokens : 0;
+  if (speculate && planned_drafts < a.draft_tokens)
+    spdlog::warn("--speculative: the budget leaves room for {} drafted tokens per pass (asked for {}); "
+                 "drafts never take memory from the weights",
+                 planned_drafts, a.draft_tokens);
+  so.tentative_rows = speculate ? 1 + planned_drafts : 0;
+  so.kda_rollback = a.kda_rollback == "snapshots" ? KdaRollback::kSnapshots : KdaRollback::kReplay;
+  Session session(**model, so);
+  Sampler sampler(sp);
+  if (resume) {
+    auto cp = load_state_file(*Env::posix(), a.load_state, **model);
+    if (!cp.ok()) return report_failure(cp.status());
+    auto resumed = resumed_sampler(cp->sampler, sp, flags, a.override_sampling);
+    if (!resumed.ok()) return report_usage_error("sampling", resumed.status());
+    sampler = *resumed;
+    resume_info.position = cp->state.position;  // (the file might have been replaced since)
+    session.set_state(std::move(cp->state));
+  }
+  const double load_s = seconds_since(t_load);
+
+  auto t_prefill = Clock::now();
+  if (Status s = session.feed(prompt); !s.ok()) return report_failure(s);
+  const double prefill_s = seconds_since(t_prefill);
+  // The state is saved after the last token has been fed, so that the continuation
+  // samples its first token from the logits that follow it.
+  const bool save = !a.save_state.empty();
+  const int32_t eos = tokenizer && !a.ignore_eos ? tokenizer->eos_id() : -1;
+  std::optional<SpeculativeDecoder<Session>> spec;
+  if (speculate) start_speculation(spec, session, **model, a.speculative, planned_drafts, oracle);
+  std::optional<jobs::ChatReplyReader> reply;
+  if (p.controls) reply.emplace(*tokenizer, *p.controls, p.reply_options);
+  auto decoded = decode_prompt(session, sampler, spec ? &*spec : nullptr, reply ? &*reply : nullptr, eos,
+                               a.max_tokens, save);
+  if (!decoded.ok()) return report_failure(decoded.status());
+  nlohmann::json saved;
+  if (save)
+    if (int code = save_generation_state(a.save_state, **model, session, sampler, saved); code != kExitOk)
+      return code;
+  const GenerateRun run{a,         tokenizer,      prompt,
+                        *decoded,  eos,            reply ? &*reply : nullptr,
+                        resume ? std::optional<int64_t>(resume_info.position) : std::nullopt,
+                        saved,     spec ? &spec->stats() : nullptr,
+                        planned_drafts, load_s,    prefill_s,
+                        **model,   session};
+  if (a.output == "json")
+    print_generate_json(run);
+  else
+    print_generate_text(run);
+  if (a.model.stats) std::fprintf(stderr, "stats: %s\n", stats_text(stats_json(**model, session.stats())).c_str());
+  if (!a.save_routing.empty()) {
+    std::ofstream f(a.save_routing, std::ios::trunc);
+    f << session.routing_profile().to_json((*model)->fingerprint());
+    if (!f) return report_failure(io_error(a.save_routing + ": cannot write the routing profile"));
+  }
+  return kExitOk;
+}
+
+// The flags of `generate`; returns the subcommand, and in `draft_tokens` --draft-tokens's
+// option (whether it was given matters).
+CLI::App* add_generate_options(CLI::App& app, GenerateArgs* a, SamplingFlags* flags,
+                               CLI::Option*& draft_tokens) {
   CLI::App* sub =
       app.add_subcommand("generate", "Generate tokens after a prompt, or continue a saved state");
   add_model_options(*sub, a->model);
@@ -172,7 +503,7 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
                   "verified exactly: the tokens never change); oracle (drafts given by --draft-ids, for "
                   "benchmarks)")
       ->check(CLI::IsMember({"off", "ngram", "oracle"}));
-  CLI::Option* draft_tokens = sub->add_option("--draft-tokens", a->draft_tokens,
+  draft_tokens = sub->add_option("--draft-tokens", a->draft_tokens,
                   "With --speculative: the most drafted tokens per pass (default 8; fewer are drafted "
                   "while drafts are rarely accepted)")
       ->check(CLI::Range(1, 64));
@@ -182,295 +513,20 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
   sub->add_option("--kda-rollback", a->kda_rollback,
                   "With --speculative: how KDA layers undo rejected drafts, replay (default: recompute the "
                   "kept rows, small) or snapshots (copy the state after every row); never changes a token")
-      ->check(CLI::IsMember({"replay", "snapshots"}));
-  table.emplace_back(sub, [a, flags, draft_tokens]() -> int {
-    const bool speculate = a->speculative != "off";
-    if (!speculate && (draft_tokens->count() > 0 || !a->draft_ids.empty()))
-      return report_usage_error("--draft-tokens", invalid_argument("only applies with --speculative"));
-    if ((a->speculative == "oracle") != !a->draft_ids.empty())
-      return report_usage_error("--draft-ids", invalid_argument("--speculative oracle and --draft-ids go together"));
-    if (!a->prompts_file.empty()) {
-      if (a->speculative == "oracle")
-        return report_usage_error("--speculative",
-                                  invalid_argument("oracle drafts are for one prompt; with --prompts-file "
-                                                   "use ngram"));
-      if (!a->prompt_ids.empty() || !a->prompt_text.empty() || !a->prompt_file.empty() || !a->chat_file.empty() ||
-          !a->load_state.empty() ||
-          !a->save_state.empty() || !a->save_routing.empty())
-        return report_usage_error("--prompts-file",
-                                  invalid_argument("cannot be combined with --prompt-ids, --prompt, --prompt-file, --chat-file, "
-                                                   "--load-state, --save-state or --save-routing-profile"));
-      BatchGenerateArgs b;
-      b.model = a->model;
-      b.prompts_file = a->prompts_file;
-      b.batch = a->batch;
-      b.max_tokens = a->max_tokens;
-      b.sampling = SamplingParams{a->temperature, a->top_k, a->top_p, a->seed};
-      if (Status s = validate_sampling(b.sampling); !s.ok()) return report_usage_error("sampling", s);
-      b.ignore_eos = a->ignore_eos;
-      b.output = a->output;
-      b.draft_tokens = speculate ? a->draft_tokens : 0;
-      b.kda_rollback = a->kda_rollback == "snapshots" ? KdaRollback::kSnapshots : KdaRollback::kReplay;
-      auto config = load_model_config(a->model.model);
-      if (!config.ok()) return report_failure(config.status());
-      b.vocab = config->vocab;
-      std::optional<Tokenizer> tokenizer;
-      if (Tokenizer::exists_in(a->model.model)) {
-        auto t = Tokenizer::load(a->model.model);
-        if (!t.ok()) return report_failure(t.status());
-        tokenizer.emplace(std::move(t).value());
-      }
-      return run_generate_batch(b, tokenizer);
-    }
-    if (a->batch > 0) return report_usage_error("--batch", invalid_argument("only applies with --prompts-file"));
-    const bool resume = !a->load_state.empty();
-    const int prompt_sources = !a->prompt_ids.empty() + !a->prompt_text.empty() +
-                               !a->prompt_file.empty() + !a->chat_file.empty();
-    if (prompt_sources > 1)
-      return report_usage_error(
-          "--prompt-ids",
-          invalid_argument("give one of --prompt-ids, --prompt, --prompt-file, --chat-file"));
-    if (resume && prompt_sources > 0)
-      return report_usage_error("--prompt-ids",
-                                invalid_argument("cannot be combined with --load-state (the saved "
-                                                 "state already holds the sequence)"));
-    if (!resume && prompt_sources == 0)
-      return report_usage_error("--prompt-ids",
-                                invalid_argument("required (or --prompt TEXT, --prompt-file FILE, or --load-state "
-                                                 "FILE to continue a saved sequence)"));
-    // The tokenizer, when the model has one: text prompts need it; it also decodes the
-    // output and knows the end-of-sequence token.
-    std::optional<Tokenizer> tokenizer;
-    if (Tokenizer::exists_in(a->model.model)) {
-      auto t = Tokenizer::load(a->model.model);
-      if (!t.ok()) return report_failure(t.status());
-      tokenizer.emplace(std::move(t).value());
-    }
-    if (!resume && a->override_sampling)
-      return report_usage_error("--override-sampling",
-                                invalid_argument("only applies with --load-state"));
-    std::vector<int32_t> oracle;
-    if (!a->draft_ids.empty()) {
-      auto parsed = parse_id_list(a->draft_ids);
-      if (!parsed.ok()) return report_usage_error("--draft-ids", parsed.status());
-      oracle = std::move(*parsed);
-    }
-    std::vector<int32_t> prompt;
-    // A chat: the reply's reader and the controls it needs.
-    std::optional<jobs::ChatControls> controls;
-    jobs::ChatReplyOptions reply_options;
-    if (!a->chat_file.empty()) {
-      if (!tokenizer)
-        return report_failure(not_found(a->model.model +
-                                        ": the model has no tokenizer (tiktoken.model); "
-                                        "a chat needs one"));
-      auto c = jobs::chat_controls(*tokenizer);
-      if (!c.ok()) return report_failure(c.status().with_context(a->model.model));
-      controls = *c;
-      jobs::ChatOptions options;
-      options.thinking = reply_options.thinking = a->thinking;
-      if (!a->effort.empty()) options.effort = *jobs::parse_thinking_effort(a->effort);
-      auto rendered = jobs::render_chat_file(*tokenizer, a->chat_file, options);
-      if (!rendered.ok()) return report_failure(rendered.status());
-      prompt = std::move(rendered->ids);
-    } else if (!a->prompt_ids.empty()) {
-      auto parsed = parse_id_list(a->prompt_ids);
-      if (!parsed.ok()) return report_usage_error("--prompt-ids", parsed.status());
-      prompt = std::move(*parsed);
-    } else if (!resume) {
-      if (!tokenizer)
-        return report_failure(not_found(a->model.model + ": the model has no tokenizer (tiktoken.model); "
-                                        "give the prompt as --prompt-ids"));
-      std::string text = a->prompt_text;
-      if (!a->prompt_file.empty()) {
-        auto read = read_text_input(a->prompt_file);
-        if (!read.ok()) return report_failure(read.status());
-        text = std::move(*read);
-      }
-      prompt = tokenizer->encode(text);
-      if (prompt.empty()) return report_usage_error("--prompt", invalid_argument("the prompt is empty"));
-    }
-    SamplingParams sp{a->temperature, a->top_k, a->top_p, a->seed};
-    if (Status s = validate_sampling(sp); !s.ok()) return report_usage_error("sampling", s);
-    // A missing or damaged checkpoint fails before the (possibly huge) model is opened.
-    StateFileInfo resume_info;
-    if (resume) {
-      auto info = read_state_file_info(*Env::posix(), a->load_state);
-      if (!info.ok()) return report_failure(info.status());
-      resume_info = *info;
-    }
-    auto t_load = Clock::now();
-    // The run's context: the saved positions when resuming, the prompt, and every generated
-    // token (with --save-state the last one is fed too).
-    const int prompt_len = static_cast<int>(prompt.size());
-    const int64_t context = resume_info.position + prompt_len + a->max_tokens;
-    if (context > INT32_MAX)
-      return report_usage_error("--max-tokens", invalid_argument("the context would exceed " +
-                                                                 std::to_string(INT32_MAX)));
-    RunShape shape{static_cast<int>(context), prompt_len, false};
-    shape.draft_tokens = speculate ? a->draft_tokens : 0;
-    shape.kda_rollback = a->kda_rollback == "snapshots" ? KdaRollback::kSnapshots : KdaRollback::kReplay;
-    auto model = open_model(a->model, shape);
-    if (!model.ok()) return report_failure(model.status());
-    SessionOptions so;
-    so.prefill_chunk = a->model.prefill_chunk;
-    so.record_routing = !a->save_routing.empty();
-    // The drafts the budget holds beside plain decoding's plan (planner.h, step 4): never
-    // more than asked for, possibly none (every pass is then a plain step).
-    const int planned_drafts = speculate ? (*model)->plan().draft_tokens : 0;
-    if (speculate && planned_drafts < a->draft_tokens)
-      spdlog::warn("--speculative: the budget leaves room for {} drafted tokens per pass (asked for {}); "
-                   "drafts never take memory from the weights",
-                   planned_drafts, a->draft_tokens);
-    so.tentative_rows = speculate ? 1 + planned_drafts : 0;
-    so.kda_rollback = a->kda_rollback == "snapshots" ? KdaRollback::kSnapshots : KdaRollback::kReplay;
-    Session session(**model, so);
-    Sampler sampler(sp);
-    if (resume) {
-      auto cp = load_state_file(*Env::posix(), a->load_state, **model);
-      if (!cp.ok()) return report_failure(cp.status());
-      auto resumed = resumed_sampler(cp->sampler, sp, *flags, a->override_sampling);
-      if (!resumed.ok()) return report_usage_error("sampling", resumed.status());
-      sampler = *resumed;
-      resume_info.position = cp->state.position;  // (the file might have been replaced since)
-      session.set_state(std::move(cp->state));
-    }
-    const double load_s = seconds_since(t_load);
+      ->check(CLI::IsMember({"replay", "snapshots"}));  return sub;
+}
 
-    auto t_prefill = Clock::now();
-    if (Status s = session.feed(prompt); !s.ok()) return report_failure(s);
-    const double prefill_s = seconds_since(t_prefill);
-    // The state is saved after the last token has been fed, so that the continuation
-    // samples its first token from the logits that follow it.
-    const bool save = !a->save_state.empty();
-    std::vector<int32_t> out;
-    int decode_steps = 0;
-    auto t_decode = Clock::now();
-    const int32_t eos = tokenizer && !a->ignore_eos ? tokenizer->eos_id() : -1;
-    // With speculation a pass also feeds drafts; verification emits exactly the tokens this
-    // loop would (engine/spec/verify.h), so the loop, its RNG and its last state are the same.
-    std::optional<SpeculativeDecoder<Session>> spec;
-    if (speculate) {
-      DraftLengthOptions dl;
-      dl.max_draft_tokens = planned_drafts;
-      std::unique_ptr<Drafter> drafter;
-      if (a->speculative == "oracle")
-        drafter = std::make_unique<ScriptedDrafter>(static_cast<size_t>(session.position()), oracle);
-      else
-        drafter = std::make_unique<NgramDrafter>();
-      spec.emplace(session, Speculator(std::move(drafter), dl), pass_cost((*model)->layout(), (*model)->plan()));
-    }
-    std::optional<jobs::ChatReplyReader> reply;
-    if (controls) reply.emplace(*tokenizer, *controls, reply_options);
-    // Called once for every emitted token, in order (the chat reader follows the reply).
-    const int max_tokens = a->max_tokens;
-    auto finishes = [&](int32_t id) {
-      const bool ended = reply ? reply->push(id) : id == eos;
-      return ended || static_cast<int>(out.size()) == max_tokens;
-    };
-    while (static_cast<int>(out.size()) < max_tokens) {
-      const int32_t id = sampler.sample(session.last_logits());
-      out.push_back(id);
-      const bool last = finishes(id);
-      if (last && !save) break;  // the last token needs no forward pass
-      const int32_t one[1] = {id};
-      if (last || !spec) {
-        if (Status s = session.feed(one); !s.ok()) return report_failure(s);
-        ++decode_steps;
-        if (last) break;
-        continue;
-      }
-      // Drafts stop one short of max_tokens: the last token is sampled, never fed.
-      auto accepted = spec->feed(sampler, id, max_tokens - static_cast<int>(out.size()) - 1, finishes, &out);
-      if (!accepted.ok()) return report_failure(accepted.status());
-      ++decode_steps;
-      if (accepted->finished) {  // a draft ended the generation: plain decoding stops there too
-        if (save) {
-          const int32_t eos_one[1] = {out.back()};
-          if (Status s = session.feed(eos_one); !s.ok()) return report_failure(s);
-          ++decode_steps;
-        }
-        break;
-      }
-    }
-    const double decode_s = seconds_since(t_decode);
-    // Tokens whose logits decoding computed (a pass may compute several with speculation).
-    const double decoded = static_cast<double>(out.size()) - (save || out.empty() ? 0 : 1);
-    nlohmann::json saved;
-    if (save) {
-      auto t_save = Clock::now();
-      StateFileWriter writer(*Env::posix(), a->save_state);
-      if (Status s = writer.save(**model, session.state(), {sampler.params(), sampler.rng()});
-          !s.ok())
-        return report_failure(s);
-      const StateSaveStats& st = writer.last_save();
-      saved = {{"path", a->save_state},
-               {"position", session.position()},
-               {"head_bytes", st.head_bytes},
-               {"segment_bytes", st.segment_total_bytes},
-               {"save_s", seconds_since(t_save)}};
-    }
-    if (a->output == "json") {
-      nlohmann::json j;
-      j["output_ids"] = out;
-      if (tokenizer) j["output_text"] = tokenizer->decode(out);
-      j["stopped_at_eos"] = !out.empty() && out.back() == eos;
-      if (reply) {
-        const jobs::ChatReply r = reply->reply();
-        j["content"] = r.content ? nlohmann::json(*r.content) : nlohmann::json(nullptr);
-        if (r.reasoning) j["reasoning_content"] = *r.reasoning;
-        j["finish_reason"] = reply->ended() ? "stop" : "length";
-      }
-      j["prompt_tokens"] = prompt.size();
-      j["generated_tokens"] = out.size();
-      if (resume) j["resumed_from_position"] = resume_info.position;
-      if (save) j["saved_state"] = saved;
-      if (spec) {
-        const SpeculationStats& st = spec->stats();
-        j["speculation"] = {{"max_draft_tokens", planned_drafts},
-                            {"passes", st.passes},
-                            {"drafted", st.drafted},
-                            {"accepted", st.accepted},
-                            {"tokens_per_pass", st.tokens_per_pass()}};
-      }
-      j["timings"] = {{"load_s", load_s}, {"prefill_s", prefill_s}, {"decode_s", decode_s},
-                      {"decode_tokens_per_s", decoded > 0 ? decoded / decode_s : 0.0}};
-      j["run"] = run_info(session.stats());
-      j["stats"] = stats_json(**model, session.stats());
-      print_json(j);
-    } else {
-      if (reply) {
-        // The reply's channels, never its envelope: the reasoning first (with --thinking),
-        // then the answer ("(none)" when the reply never reached it).
-        const jobs::ChatReply r = reply->reply();
-        if (r.reasoning) {
-          std::printf("[reasoning]\n");
-          std::fwrite(r.reasoning->data(), 1, r.reasoning->size(), stdout);
-          std::printf("\n[answer]\n");
-        }
-        const std::string text = r.content.value_or(r.reasoning ? "(none)" : "");
-        std::fwrite(text.data(), 1, text.size(), stdout);
-      } else if (tokenizer) {
-        const std::string text = tokenizer->decode(out);
-        std::fwrite(text.data(), 1, text.size(), stdout);
-      } else {
-        for (size_t i = 0; i < out.size(); ++i) std::printf("%s%d", i ? " " : "", out[i]);
-      }
-      std::printf("\n");
-      spdlog::info("prefill {} tokens in {:.3f} s; {} decode steps in {:.3f} s", prompt.size(),
-                   prefill_s, decode_steps, decode_s);
-      if (save) spdlog::info("state at position {} saved to {}", session.position(), a->save_state);
-      if (spec)
-        spdlog::info("speculation: {} passes, {} drafted, {} accepted ({:.2f} tokens per pass)", spec->stats().passes,
-                     spec->stats().drafted, spec->stats().accepted, spec->stats().tokens_per_pass());
-    }
-    if (a->model.stats) std::fprintf(stderr, "stats: %s\n", stats_text(stats_json(**model, session.stats())).c_str());
-    if (!a->save_routing.empty()) {
-      std::ofstream f(a->save_routing, std::ios::trunc);
-      f << session.routing_profile().to_json((*model)->fingerprint());
-      if (!f) return report_failure(io_error(a->save_routing + ": cannot write the routing profile"));
-    }
-    return kExitOk;
+}  // namespace
+
+void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
+  auto a = std::make_shared<GenerateArgs>();
+  auto flags = std::make_shared<SamplingFlags>();
+  CLI::Option* draft_tokens = nullptr;
+  CLI::App* sub = add_generate_options(app, a.get(), flags.get(), draft_tokens);
+  table.emplace_back(sub, [a, flags, draft_tokens]() -> int {
+    if (int code = check_speculation_flags(*a, draft_tokens); code != kExitOk) return code;
+    if (!a->prompts_file.empty()) return run_prompts_file(*a);
+    return run_one_prompt(*a, *flags);
   });
 }
 

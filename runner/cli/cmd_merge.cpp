@@ -17,8 +17,8 @@
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
 #include "runner/cli/output.h"
-#include "runner/report/job_outputs.h"
-#include "runner/report/openai_results.h"
+#include "runner/results/job_outputs.h"
+#include "runner/results/openai_results.h"
 #include "runner/slurm/array_manifest.h"
 #include "runner/slurm/array_merge.h"
 

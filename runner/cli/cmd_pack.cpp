@@ -1,5 +1,5 @@
 // `nightjar pack MODEL_DIR [--out DIR] [--codec raw|lossless]`: write the packed trunk
-// (engine/pack/pack.h).
+// (engine/weights/pack.h).
 #include <cstdio>
 #include <memory>
 

@@ -20,23 +20,131 @@
 #include "engine/util/units.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
-#include "runner/cli/model_args.h"
+#include "runner/run/model_args.h"
 #include "runner/cli/output.h"
-#include "runner/cli/plan_job.h"
+#include "runner/forecast/plan_job.h"
 
 namespace nj::runner {
+namespace {
 
-void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
-  struct Args {
-    std::string model, memory, output = "text";
-    double bandwidth = 2.6, measure_disk = 0, decode_gbps = PlanOptions{}.decode_gbps;
-    int prefill_chunk = kDefaultPrefillChunk, max_context = 4096, batch = 1,
-        io_threads = kDefaultIoThreads, threads = 0;
-    bool all_logits = false, no_pack = false;
-    std::string routing_profile, pack_dir, pin_compressed = "auto";
-    std::string spec, until;
-  };
-  auto a = std::make_shared<Args>();
+// `plan SPEC.yaml`: parses --until, predicts, prints; returns the exit code.
+int run_plan_job(const PlanJobArgs& a) {
+  std::optional<std::time_t> deadline;
+  const std::time_t now = std::time(nullptr);
+  if (!a.until.empty()) {
+    auto t = parse_clock_time(a.until);
+    if (!t.ok()) return report_usage_error("--until", t.status());
+    deadline = next_occurrence(*t, now);
+  }
+  auto report = plan_job(a, now, deadline);
+  if (!report.ok()) return report_failure(report.status());
+  if (a.json)
+    print_json(plan_job_json(a, *report));
+  else
+    std::fputs(plan_job_text(a, *report).c_str(), stdout);
+  return kExitOk;
+}
+
+// The flags of `plan` (defaults as --help states them).
+struct PlanArgs {
+  std::string model, memory, output = "text";
+  double bandwidth = 2.6, measure_disk = 0, decode_gbps = PlanOptions{}.decode_gbps;
+  int prefill_chunk = kDefaultPrefillChunk, max_context = 4096, batch = 1,
+      io_threads = kDefaultIoThreads, threads = 0;
+  bool all_logits = false, no_pack = false;
+  std::string routing_profile, pack_dir, pin_compressed = "auto";
+  std::string spec, until, schedule = "auto";
+};
+
+// `plan SPEC.yaml`: the flags that apply to a spec, then the prediction.
+int run_plan_spec(const PlanArgs& a, const CLI::App& sub) {
+  for (const char* flag : {"--memory", "--routing-profile", "--pack", "--no-pack",
+                           "--all-logits", "--max-context"})
+    if (sub.count(flag) > 0)
+      return report_usage_error(flag, invalid_argument("does not apply to a job spec"));
+  PlanJobArgs job;
+  job.spec = a.spec;
+  if (sub.count("--measure-disk") > 0 && sub.count("--bandwidth") > 0)
+    return report_usage_error("--measure-disk",
+                              invalid_argument("give --bandwidth or --measure-disk, not both"));
+  job.bandwidth_gbps = a.bandwidth;
+  job.measure_disk_seconds = a.measure_disk;
+  job.until = a.until;
+  job.batch = sub.count("--batch") > 0 ? a.batch : 0;
+  job.prefill_chunk = sub.count("--prefill-chunk") > 0 ? a.prefill_chunk : 0;
+  job.io_threads = sub.count("--io-threads") > 0 ? a.io_threads : 0;
+  job.threads = a.threads;
+  auto schedule = parse_schedule(a.schedule);
+  if (!schedule.ok()) return report_usage_error("--schedule", schedule.status());
+  job.schedule = *schedule;
+  job.json = a.output == "json";
+  return run_plan_job(job);
+}
+
+// `plan --model DIR`: where the weights would live under --memory.
+int run_plan_model(const PlanArgs& a) {
+  if (!a.until.empty())
+    return report_usage_error("--until", invalid_argument("goes with a job spec"));
+  if (a.measure_disk > 0)
+    return report_usage_error("--measure-disk", invalid_argument("goes with a job spec"));
+  if (a.threads > 0)
+    return report_usage_error("--threads", invalid_argument("goes with a job spec"));
+  uint64_t budget = 0;
+  if (!a.memory.empty()) {
+    auto b = parse_bytes(a.memory);
+    if (!b.ok()) return report_usage_error("--memory", b.status());
+    budget = *b;
+  }
+  std::string pack_warning;  // a valid packed trunk changes the units' read sizes
+  auto headers = open_model_headers(a.model, !a.no_pack, &pack_warning, a.pack_dir);
+  if (!headers.ok()) return report_failure(headers.status());
+  if (!pack_warning.empty()) spdlog::warn("not using the packed trunk: {}", pack_warning);
+  const ModelLayout& layout = *headers->layout;
+  PlanOptions po;
+  po.bandwidth_gbps = a.bandwidth;
+  po.decode_gbps = a.decode_gbps;
+  po.io_threads = a.io_threads;
+  po.pin_compressed = *parse_pin_compressed(a.pin_compressed);  // checked by the option
+  po.prefill_chunk = a.prefill_chunk;
+  po.max_context = a.max_context;
+  po.all_logits = a.all_logits;
+  po.batch = a.batch;
+  RoutingProfile routing;
+  if (!a.routing_profile.empty()) {
+    auto text = read_small_file(a.routing_profile);
+    if (!text.ok()) return report_failure(text.status());
+    auto parsed = RoutingProfile::parse(*text, a.routing_profile,
+                                        model_fingerprint(headers->config, *headers->index));
+    if (!parsed.ok()) return report_failure(parsed.status());
+    routing = std::move(parsed).value();
+    po.routing = &routing;
+  }
+  auto plan = plan_residency(layout, budget, po);
+  if (!plan.ok()) {
+    if (plan.status().code() == StatusCode::kResourceExhausted && a.output == "json") {
+      // Still say what the minimum is, machine-readably.
+      auto min_plan = plan_residency(layout, 0, po);
+      if (min_plan.ok()) {
+        PlanOptions one = po;
+        one.batch = 1;
+        auto one_plan = plan_residency(layout, budget, one);
+        print_json({{"error", error_json(exit_code_for(plan.status()), plan.status().message())},
+                    {"batch", po.batch},
+                    {"min_memory_bytes", min_plan->min_memory_bytes},
+                    {"max_batch", one_plan.ok() ? one_plan->max_batch : 0}});
+      }
+    }
+    return report_failure(plan.status());
+  }
+  if (a.output == "json")
+    print_json(plan->to_json());
+  else
+    std::fputs(plan->to_text().c_str(), stdout);
+  return kExitOk;
+}
+
+// The flags of `plan`; returns the subcommand.
+CLI::App* add_plan_options(CLI::App& app, PlanArgs* a) {
   CLI::App* sub =
       app.add_subcommand("plan",
                          "Show where the weights would live under a memory budget, and the "
@@ -74,6 +182,9 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub->add_flag("--all-logits", a->all_logits, "Plan for `logits` (keeps every position's logits)");
+  sub->add_option("--schedule", a->schedule,
+                  "With a classify spec: predict run --schedule sweep, passes or auto (default)")
+      ->capture_default_str();
   sub->add_option(
       "--routing-profile", a->routing_profile,
       "Predict the expert cache from this measured routing (generate --save-routing-profile)");
@@ -89,87 +200,19 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
                   "Directory of a packed trunk (default: the model directory)");
   sub->add_flag("--no-pack", a->no_pack, "Plan for the shards even if a valid pack exists");
   sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
+  return sub;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* sub = add_plan_options(app, a.get());
   table.emplace_back(sub, [a, sub]() -> int {
     if (a->spec.empty() == a->model.empty())
       return report_usage_error("--model", invalid_argument("give a job spec or --model DIR"));
-    if (!a->spec.empty()) {
-      for (const char* flag : {"--memory", "--routing-profile", "--pack", "--no-pack",
-                               "--all-logits", "--max-context"})
-        if (sub->count(flag) > 0)
-          return report_usage_error(flag, invalid_argument("does not apply to a job spec"));
-      PlanJobArgs job;
-      job.spec = a->spec;
-      if (sub->count("--measure-disk") > 0 && sub->count("--bandwidth") > 0)
-        return report_usage_error("--measure-disk",
-                                  invalid_argument("give --bandwidth or --measure-disk, not both"));
-      job.bandwidth_gbps = a->bandwidth;
-      job.measure_disk_seconds = a->measure_disk;
-      job.until = a->until;
-      job.batch = sub->count("--batch") > 0 ? a->batch : 0;
-      job.prefill_chunk = sub->count("--prefill-chunk") > 0 ? a->prefill_chunk : 0;
-      job.io_threads = sub->count("--io-threads") > 0 ? a->io_threads : 0;
-      job.threads = a->threads;
-      job.json = a->output == "json";
-      return plan_job(job);
-    }
-    if (!a->until.empty())
-      return report_usage_error("--until", invalid_argument("goes with a job spec"));
-    if (a->measure_disk > 0)
-      return report_usage_error("--measure-disk", invalid_argument("goes with a job spec"));
-    if (a->threads > 0)
-      return report_usage_error("--threads", invalid_argument("goes with a job spec"));
-    uint64_t budget = 0;
-    if (!a->memory.empty()) {
-      auto b = parse_bytes(a->memory);
-      if (!b.ok()) return report_usage_error("--memory", b.status());
-      budget = *b;
-    }
-    std::string pack_warning;  // a valid packed trunk changes the units' read sizes
-    auto headers = open_model_headers(a->model, !a->no_pack, &pack_warning, a->pack_dir);
-    if (!headers.ok()) return report_failure(headers.status());
-    if (!pack_warning.empty()) spdlog::warn("not using the packed trunk: {}", pack_warning);
-    const ModelLayout& layout = *headers->layout;
-    PlanOptions po;
-    po.bandwidth_gbps = a->bandwidth;
-    po.decode_gbps = a->decode_gbps;
-    po.io_threads = a->io_threads;
-    po.pin_compressed = *parse_pin_compressed(a->pin_compressed);  // checked by the option
-    po.prefill_chunk = a->prefill_chunk;
-    po.max_context = a->max_context;
-    po.all_logits = a->all_logits;
-    po.batch = a->batch;
-    RoutingProfile routing;
-    if (!a->routing_profile.empty()) {
-      auto text = read_small_file(a->routing_profile);
-      if (!text.ok()) return report_failure(text.status());
-      auto parsed = RoutingProfile::parse(*text, a->routing_profile,
-                                          model_fingerprint(headers->config, *headers->index));
-      if (!parsed.ok()) return report_failure(parsed.status());
-      routing = std::move(parsed).value();
-      po.routing = &routing;
-    }
-    auto plan = plan_residency(layout, budget, po);
-    if (!plan.ok()) {
-      if (plan.status().code() == StatusCode::kResourceExhausted && a->output == "json") {
-        // Still say what the minimum is, machine-readably.
-        auto min_plan = plan_residency(layout, 0, po);
-        if (min_plan.ok()) {
-          PlanOptions one = po;
-          one.batch = 1;
-          auto one_plan = plan_residency(layout, budget, one);
-          print_json({{"error", error_json(exit_code_for(plan.status()), plan.status().message())},
-                      {"batch", po.batch},
-                      {"min_memory_bytes", min_plan->min_memory_bytes},
-                      {"max_batch", one_plan.ok() ? one_plan->max_batch : 0}});
-        }
-      }
-      return report_failure(plan.status());
-    }
-    if (a->output == "json")
-      print_json(plan->to_json());
-    else
-      std::fputs(plan->to_text().c_str(), stdout);
-    return kExitOk;
+    if (!a->spec.empty()) return run_plan_spec(*a, *sub);
+    return run_plan_model(*a);
   });
 }
 

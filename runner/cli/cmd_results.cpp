@@ -16,11 +16,12 @@
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
 #include "runner/cli/output.h"
-#include "runner/report/job_outputs.h"
-#include "runner/report/openai_results.h"
-#include "runner/report/result_record.h"
+#include "runner/results/job_outputs.h"
+#include "runner/results/openai_results.h"
+#include "runner/results/result_record.h"
 #include "runner/store/home.h"
 #include "runner/store/job_kind.h"
+#include "runner/store/job_settings.h"
 
 namespace nj::runner {
 namespace {
@@ -60,7 +61,7 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
   add_home_option(*sub, a->home);
   sub->add_option(
          "--format", a->format,
-         "jsonl (default), csv, or openai (Batch API output lines, runner/report/openai_results.h)")
+         "jsonl (default), csv, or openai (Batch API output lines, runner/results/openai_results.h)")
       ->check(CLI::IsMember({"jsonl", "csv", "openai"}));
   sub->add_option("--out", a->out, "Write to this file (atomically) instead of stdout");
   sub->add_flag("--write", a->write, "Write the outputs the job's spec declares (outputs:)");
@@ -117,8 +118,7 @@ Result<std::string> results_jsonl(JobStore& store, const JobRow& job) {
 
 int64_t shared_prompt_tokens(const JobRow& job) {
   if (!is_classify(job)) return 0;
-  auto c =
-      jobs::classify_settings_from_json(nlohmann::json::parse(job.settings_json, nullptr, false));
+  auto c = JobSettings::of(job).classify();
   return c.ok() ? static_cast<int64_t>(c->prefix_ids.size()) : 0;
 }
 

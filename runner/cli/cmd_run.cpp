@@ -13,12 +13,12 @@
 #include "engine/util/units.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
-#include "runner/cli/model_args.h"
+#include "runner/run/model_args.h"
 #include "runner/cli/output.h"
 #include "runner/run/home_lock.h"
-#include "runner/run/progress.h"
+#include "runner/item/progress.h"
 #include "runner/run/scheduler.h"
-#include "runner/run/stop.h"
+#include "runner/item/stop.h"
 #include "runner/store/home.h"
 
 namespace nj::runner {
@@ -33,10 +33,11 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
     ModelArgs compute;
     SchedulerOptions sched;
     double log_interval_s = 30;
+    std::string schedule = "auto";
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub =
-      app.add_subcommand("run", "Run queued items (one sequence at a time), crash-safely");
+      app.add_subcommand("run", "Run queued items, many per pass over the weights, crash-safely");
   add_home_option(*sub, a->home);
   sub->add_option("--until", a->until, "Stop gracefully at this local time of day, e.g. 07:00");
   sub->add_flag("--drain", a->drain, "Exit when nothing is queued (default: wait for new work)");
@@ -55,6 +56,12 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
          "Items per pass over the weights (default: the largest batch the job's memory budget "
          "holds, 16 when everything is resident); each item's output is what it would be alone")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--schedule", a->schedule,
+                  "How classify jobs go through the model: sweep (layer by layer for a window of "
+                  "documents: each weight read once per window), passes (token-major passes), or "
+                  "auto (default: sweep whenever a window holds more than one document); the "
+                  "results are the same bits either way")
+      ->capture_default_str();
   sub->add_option("--io-threads", a->sched.io_threads,
                   "Reads in flight when a job's memory budget streams (default 8, at most " +
                       std::to_string(kMaxIoThreads) + ")")
@@ -103,6 +110,9 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
     }
     if (Status s = apply_compute_options(a->compute); !s.ok())
       return report_usage_error("--simd", s);
+    auto schedule = parse_schedule(a->schedule);
+    if (!schedule.ok()) return report_usage_error("--schedule", schedule.status());
+    a->sched.schedule = *schedule;
     auto store = open_home_store(*home, /*create=*/true);
     if (!store.ok()) return report_failure(store.status());
     StopControl stop(deadline, a->until);

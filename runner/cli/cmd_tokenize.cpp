@@ -26,7 +26,7 @@
 #include "jobs/chat/chat_messages.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
-#include "runner/cli/model_args.h"
+#include "runner/run/model_args.h"
 #include "runner/cli/output.h"
 
 namespace nj::runner {

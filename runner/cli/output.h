@@ -8,15 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/util/status.h"
+#include "runner/report/printable.h"  // printable(), used by every command
 
 namespace nj::runner {
 
 enum class OutputFormat { kText, kJson };
-
-// `text` safe to print on a terminal: control characters (C0, DEL and the UTF-8 encoded C1
-// controls) become visible escapes, "\n", "\t", "\r", else "\xNN" or "\u00NN", so that an
-// id or a name from a spec can neither move the cursor, recolour the screen nor cut a line.
-std::string printable(std::string_view text);
 
 // Parses "text" or "json".
 Result<OutputFormat> parse_output_format(const std::string& name);

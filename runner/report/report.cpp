@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/util/units.h"
-#include "runner/cli/output.h"
+#include "runner/report/printable.h"
 #include "runner/store/job_kind.h"
 
 namespace nj::runner {

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "engine/util/units.h"
-#include "runner/cli/output.h"
+#include "runner/report/printable.h"
 
 namespace nj::runner {
 namespace {

@@ -21,7 +21,7 @@
 namespace nj::runner {
 
 // Text with &, <, >, " and ' replaced by entities (safe in elements and attributes), and
-// control characters shown as escapes (runner/cli/output.h printable).
+// control characters shown as escapes (runner/report/printable.h).
 std::string html_escape(std::string_view text);
 
 // The page for `jobs` with at most `max_items` items per job in its item table and

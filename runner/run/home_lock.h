@@ -10,8 +10,9 @@
 // client's lease lapses), which is why a home on a shared filesystem needs working POSIX locks.
 #pragma once
 
+#include "engine/io/lock_file.h"
 #include "engine/util/status.h"
-#include "runner/run/stop.h"
+#include "runner/item/stop.h"
 #include "runner/store/home.h"
 
 namespace nj::runner {
@@ -25,14 +26,14 @@ class HomeLock {
   // (plain runs worked before the lock existed).
   static Result<HomeLock> acquire(const Home& home, const StopControl& stop, bool exclusive);
 
-  HomeLock(HomeLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  HomeLock(HomeLock&&) noexcept = default;
   HomeLock& operator=(HomeLock&&) = delete;
   HomeLock(const HomeLock&) = delete;
-  ~HomeLock();  // releases the lock
+  // The destructor releases the lock.
 
  private:
-  explicit HomeLock(int fd) : fd_(fd) {}
-  int fd_ = -1;
+  explicit HomeLock(LockFile file) : file_(std::move(file)) {}
+  LockFile file_;
 };
 
 }  // namespace nj::runner

@@ -15,7 +15,7 @@ const char* finish_reason_name(FinishReason r) {
 }
 
 LockstepGenerator::LockstepGenerator(Forward& forward, int batch, int max_rows, int prefill_chunk,
-                                     LockstepSpeculation speculation)
+                                     BatchSpeculation speculation)
     : forward_(forward),
       batch_(std::max(1, batch)),
       max_rows_(std::max(max_rows, std::max(1, batch) * (1 + std::max(0, speculation.draft_tokens)))),

@@ -7,7 +7,7 @@
 // token, from logits that are bit-identical to its solo run's), so its tokens are the
 // same whatever shares its passes.
 //
-// Speculation (engine/spec/, LockstepSpeculation): a decoding sequence's step is then the
+// Speculation (engine/speculative/, BatchSpeculation): a decoding sequence's step is then the
 // token just chosen and its prompt-lookup drafts, a tentative step verified after the pass
 // (Speculator::verify, Forward::keep) exactly as `generate --speculative` verifies its own:
 // the tokens are the same.
@@ -24,6 +24,7 @@
 #include "engine/session/sampler.h"
 #include "engine/speculative/speculator.h"
 #include "engine/util/status.h"
+#include "runner/item/pass_group.h"  // BatchSpeculation
 
 namespace nj::runner {
 
@@ -47,15 +48,6 @@ struct GenerationResult {
   SpeculationStats speculation;  // zero without speculation
 };
 
-// Speculative decoding for every sequence: at most `draft_tokens` drafts per sequence and
-// pass (the plan's; 0: off), each sequence's draft length adapting against `cost`.
-// REQUIRES: the Forward takes tentative steps of 1 + draft_tokens rows for every sequence
-// of a pass (ForwardOptions::tentative_rows, tentative_sequences).
-struct LockstepSpeculation {
-  int draft_tokens = 0;
-  PassCost cost;
-};
-
 class LockstepGenerator {
  public:
   // `batch`: sequences per pass; `max_rows`: rows per pass (decode rows first, then prefill
@@ -63,7 +55,7 @@ class LockstepGenerator {
   // max_rows >= batch.
   // max_rows >= batch x (1 + speculation.draft_tokens).
   LockstepGenerator(Forward& forward, int batch, int max_rows, int prefill_chunk,
-                    LockstepSpeculation speculation = {});
+                    BatchSpeculation speculation = {});
 
   void add(GenerationRequest request);
   bool done() const { return active_.empty() && queue_.empty(); }
@@ -92,7 +84,7 @@ class LockstepGenerator {
 
   Forward& forward_;
   int batch_, max_rows_, prefill_chunk_;
-  LockstepSpeculation speculation_;
+  BatchSpeculation speculation_;
   std::deque<GenerationRequest> queue_;
   std::vector<std::unique_ptr<Live>> active_;
 };

@@ -15,13 +15,15 @@
 #include "engine/plan/pass_cost.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/units.h"
-#include "runner/report/job_outputs.h"
-#include "runner/run/classify_runner.h"
-#include "runner/run/lease_keeper.h"
-#include "runner/run/lease_owner.h"
-#include "runner/run/pass_group.h"
-#include "runner/run/prefix_states.h"
+#include "runner/results/job_outputs.h"
+#include "runner/item/classify_runner.h"
+#include "runner/durable/lease_keeper.h"
+#include "runner/durable/lease_owner.h"
+#include "runner/item/pass_group.h"
+#include "runner/durable/prefix_states.h"
 #include "runner/store/job_kind.h"
+#include "runner/store/job_settings.h"
+#include "jobs/label_trie.h"
 
 namespace nj::runner {
 namespace {
@@ -30,18 +32,23 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
+const char* schedule_name(Schedule s) {
+  switch (s) {
+    case Schedule::kAuto: return "auto";
+    case Schedule::kSweep: return "sweep";
+    case Schedule::kPasses: return "passes";
+  }
+  return "?";
+}
+
+Result<Schedule> parse_schedule(const std::string& name) {
+  for (Schedule s : {Schedule::kAuto, Schedule::kSweep, Schedule::kPasses})
+    if (name == schedule_name(s)) return s;
+  return invalid_argument("unknown schedule '" + name + "' (known: auto, sweep, passes)");
+}
+
 PlanOptions run_plan_options(bool classify, int64_t context, const SchedulerOptions& options) {
-  PlanOptions o;
-  o.prefill_chunk = options.prefill_chunk;
-  o.max_context = static_cast<int>(std::max<int64_t>(1, context));
-  // A generation's replay keeps a logits row per replayed token; a classification wants
-  // only its last row's, keeps a second state (the one after its prompt) while it scores
-  // labels that share tokens (classify_runner.cpp), and prefills its documents in windows.
-  o.all_logits = !classify;
-  o.windows = classify;
-  o.sequence_states = classify ? 2 : 1;
-  o.io_threads = options.io_threads;
-  return o;
+  return plan_options_for(classify, context, options.prefill_chunk, options.io_threads);
 }
 
 Result<int> run_draft_tokens(jobs::SpeculativeMode mode, const ModelLayout* layout, uint64_t memory,
@@ -56,9 +63,7 @@ Result<int> run_draft_tokens(jobs::SpeculativeMode mode, const ModelLayout* layo
 }
 
 int run_batch(int requested, int max_batch, int64_t items) {
-  if (requested > 0) return std::max(1, std::min(requested, max_batch));
-  const int64_t fit = std::min<int64_t>({max_batch, kMaxDefaultBatch, std::max<int64_t>(1, items)});
-  return static_cast<int>(std::max<int64_t>(1, fit));
+  return decide_batch(requested, max_batch, items);
 }
 
 int64_t items_for_batch(const std::vector<JobSummary>& jobs, const JobRow& job) {
@@ -82,49 +87,54 @@ class ModelCache {
   // batch the budget holds. REQUIRES: no Forward of the previous model is in use.
   // `items`: how many items could share its batches (items_for_batch).
   Result<Model*> get(const JobRow& job, int64_t context, int64_t items) {
-    const uint64_t memory = job.memory_bytes.value_or(0);
-    // The plan differs by kind (run_plan_options).
-    const bool classify = is_classify(job);
     if (holds(job, context)) return model_.get();
     NJ_ASSIGN_OR_RETURN(const jobs::SpeculativeMode mode, stored_speculative_mode(job));
     model_.reset();
     tokenizer_.reset();
     auto t0 = Clock::now();
-    ModelOptions options;
-    options.memory_bytes = memory;
-    options.plan = run_plan_options(classify, context, options_);
-    options.streaming.io_threads = options_.io_threads;
-    batch_ = options_.batch > 0
-                 ? options_.batch
-                 : static_cast<int>(std::clamp<int64_t>(items, 1, kDefaultResidentBatch));
-    int drafts = 0;
-    if (memory > 0) {
-      std::string pack_warning;
-      NJ_ASSIGN_OR_RETURN(ModelHeaders headers,
-                          open_model_headers(job.model_dir, true, &pack_warning));
-      NJ_ASSIGN_OR_RETURN(ResidencyPlan one, plan_residency(*headers.layout, memory, options.plan));
-      batch_ = run_batch(options_.batch, one.max_batch, items);
-      if (options_.batch > one.max_batch)
-        spdlog::warn("--batch {}: the budget {} of job {} holds at most {}; running {} per pass",
-                     options_.batch, format_bytes(memory), job.id, one.max_batch, batch_);
-      options.plan.batch = batch_;
-      NJ_ASSIGN_OR_RETURN(drafts,
-                          run_draft_tokens(mode, headers.layout.get(), memory, options.plan));
-    } else {
-      NJ_ASSIGN_OR_RETURN(drafts, run_draft_tokens(mode, nullptr, 0, options.plan));
+    const uint64_t memory = job.memory_bytes.value_or(0);
+    const bool classify = is_classify(job);
+    std::string pack_warning;
+    NJ_ASSIGN_OR_RETURN(ModelHeaders headers,
+                        open_model_headers(job.model_dir, true, &pack_warning));
+    if (!pack_warning.empty()) spdlog::warn("not using the packed trunk: {}", pack_warning);
+    // Every decision about the batch and the budget, once (engine/runtime/model_plan.h).
+    ModelRequest request;
+    request.memory_bytes = memory;
+    request.classify = classify;
+    request.context = context;
+    request.batch = options_.batch;
+    request.items = items;
+    request.speculation = mode == jobs::SpeculativeMode::kOff     ? Speculation::kOff
+                          : mode == jobs::SpeculativeMode::kNgram ? Speculation::kNgram
+                                                                  : Speculation::kAuto;
+    request.prefill_chunk = options_.prefill_chunk;
+    request.io_threads = options_.io_threads;
+    NJ_ASSIGN_OR_RETURN(ModelPlan plan, plan_model(*headers.layout, request));
+    sweep_ = false;
+    if (classify && options_.schedule != Schedule::kPasses) {
+      NJ_ASSIGN_OR_RETURN(std::optional<ModelPlan> swept, sweep_plan(job, *headers.layout, request));
+      if (swept) {
+        plan = std::move(*swept);
+        sweep_ = true;
+      }
     }
-    options.plan.batch = batch_;
-    options.plan.draft_tokens = drafts;
-    NJ_ASSIGN_OR_RETURN(model_, Model::open(job.model_dir, options));
-    const ResidencyPlan& plan = model_->plan();
-    speculation_ = BatchSpeculation{plan.draft_tokens, pass_cost(model_->layout(), plan)};
+    batch_ = plan.batch;
+    if (memory > 0 && options_.batch > plan.max_batch)
+      spdlog::warn("--batch {}: the budget {} of job {} holds at most {}; running {} per pass",
+                   options_.batch, format_bytes(memory), job.id, plan.max_batch, batch_);
+    StreamingOptions streaming;
+    streaming.io_threads = options_.io_threads;
+    NJ_ASSIGN_OR_RETURN(model_, Model::open(job.model_dir, std::move(headers), plan, memory, streaming));
+    const ResidencyPlan& residency = model_->plan();
+    speculation_ = BatchSpeculation{residency.draft_tokens, plan.pass_cost};
     spec_text_ = stored_speculative_text(job);
-    if (mode == jobs::SpeculativeMode::kNgram && plan.draft_tokens < drafts)
+    if (mode == jobs::SpeculativeMode::kNgram && residency.draft_tokens < plan.asked_draft_tokens)
       spdlog::warn(
           "job {} (speculative: ngram): the budget leaves room for {} drafted tokens per item "
           "and pass (asked for {}){}; drafts never take memory from the weights",
-          job.id, plan.draft_tokens, drafts,
-          plan.draft_tokens == 0 ? ", so its items decode plainly" : "");
+          job.id, residency.draft_tokens, plan.asked_draft_tokens,
+          residency.draft_tokens == 0 ? ", so its items decode plainly" : "");
     if (Tokenizer::exists_in(job.model_dir)) {
       NJ_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(job.model_dir));
       tokenizer_.emplace(std::move(tok));
@@ -134,15 +144,18 @@ class ModelCache {
     context_ = context;
     classify_ = classify;
     spdlog::info(
-        "opened model {} in {:.2f} s ({}, context {}, batch {}{}{})", dir_,
+        "opened model {} in {:.2f} s ({}, context {}, {} {}{}{})", dir_,
         std::chrono::duration<double>(Clock::now() - t0).count(),
-        memory ? "budget " + format_bytes(memory) : std::string("all resident"), context, batch_,
-        plan.draft_tokens > 0
-            ? ", speculative: up to " + std::to_string(plan.draft_tokens) + " drafts per item"
+        memory ? "budget " + format_bytes(memory) : std::string("all resident"), context,
+        sweep_ ? "layer sweeps of" : "batch", batch_,
+        residency.draft_tokens > 0
+            ? ", speculative: up to " + std::to_string(residency.draft_tokens) + " drafts per item"
             : std::string(),
         tokenizer_ ? ", with tokenizer" : "");
     return model_.get();
   }
+  // Whether the current model's classify items are scored by layer sweeps.
+  bool sweep() const { return sweep_; }
   const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
   int batch() const { return batch_; }
   int64_t context() const { return context_; }
@@ -156,6 +169,45 @@ class ModelCache {
   const std::string& speculative_text() const { return spec_text_; }
 
  private:
+  // The plan of a classify job's layer sweeps (engine/plan/sweep_plan.h): its window is the
+  // batch. nullopt when the schedule is auto and a window would hold one document.
+  Result<std::optional<ModelPlan>> sweep_plan(const JobRow& job, const ModelLayout& layout,
+                                              const ModelRequest& request) const {
+    NJ_ASSIGN_OR_RETURN(jobs::ClassifySettings c, JobSettings::of(job).classify());
+    NJ_ASSIGN_OR_RETURN(jobs::LabelTrie trie, jobs::LabelTrie::build(c.label_ids, c.labels));
+    SweepWork work;
+    work.documents = std::max<int64_t>(1, request.items);
+    work.start_rows = static_cast<int64_t>(c.prefix_ids.size());
+    for (const auto& path : trie.feed_paths()) {
+      work.branch_rows += static_cast<int64_t>(path.size());
+      ++work.branches;
+    }
+    // The job's context is its prefix, its longest document and its longest label (submit).
+    int64_t longest_label = 0;
+    for (const auto& ids : c.label_ids) longest_label = std::max<int64_t>(longest_label, static_cast<int64_t>(ids.size()));
+    work.document_rows = std::max<int64_t>(1, request.context - work.start_rows - longest_label);
+    work.logits_rows = 1 + static_cast<int>(work.branch_rows);
+    PlanOptions base = plan_options_for(true, request.context, request.prefill_chunk,
+                                        request.io_threads);
+    base.bandwidth_gbps = request.bandwidth_gbps;
+    auto window = plan_sweep_window(layout, request.memory_bytes, work, base);
+    if (!window.ok()) {
+      if (options_.schedule == Schedule::kSweep) return window.status();
+      return std::optional<ModelPlan>();  // passes may still fit: they hold less per document
+    }
+    const int documents =
+        options_.batch > 0 ? std::min(options_.batch, window->documents) : window->documents;
+    if (options_.schedule == Schedule::kAuto && documents <= 1) return std::optional<ModelPlan>();
+    ModelPlan plan;
+    plan.options = window->options;
+    plan.residency = window->residency;
+    plan.batch = documents;
+    plan.requested_batch = options_.batch;
+    plan.max_batch = window->documents;
+    plan.pass_cost = pass_cost(layout, plan.residency);
+    return std::optional<ModelPlan>(std::move(plan));
+  }
+
   const SchedulerOptions& options_;
   std::unique_ptr<Model> model_;
   std::optional<Tokenizer> tokenizer_;
@@ -164,6 +216,7 @@ class ModelCache {
   int64_t context_ = 0;
   bool classify_ = false;  // planned for a classification (windows, last logits only)
   int batch_ = 1;
+  bool sweep_ = false;     // classify items go through layer sweeps of batch_ documents
   std::string spec_text_;  // the `speculative:` of the jobs it was planned for
   BatchSpeculation speculation_;
 };
@@ -171,10 +224,8 @@ class ModelCache {
 // The longest sequence of the claimed item's job (recorded at submit), at least the item's.
 int64_t job_context(const Claim& claim) {
   int64_t context = static_cast<int64_t>(claim.item.prompt_ids.size()) + claim.item.max_tokens;
-  auto settings = nlohmann::json::parse(claim.job.settings_json, nullptr, false);
-  if (settings.is_object() && settings.contains("max_context") &&
-      settings["max_context"].is_number_integer())
-    context = std::max(context, settings["max_context"].get<int64_t>());
+  if (auto max_context = JobSettings::of(claim.job).max_context())
+    context = std::max(context, *max_context);
   return context;
 }
 
@@ -254,254 +305,331 @@ struct Held {
 
 }  // namespace
 
-Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerOptions& options,
-                             StopControl& stop, ProgressReporter& progress) {
-  RunSummary summary;
-  const std::string owner = this_lease_owner();
-  LeaseKeeper keeper(home.db_path(), owner, options.lease_s);
-  StateCheckpoints files(home.dir);
-  ModelCache models(options);
-  ItemRunOptions item_options = options.item;
-  item_options.prefill_chunk = options.prefill_chunk;
-  bool said_idle = false;
-  const auto t_start = Clock::now();
-  const OwnerAliveFn alive =
-      options.exclusive ? OwnerAliveFn([&owner](const std::string& o) { return o == owner; })
-                        : OwnerAliveFn(lease_owner_alive);
-  // The batch: the model's Forward, the group whose passes it runs, the items in it.
-  // Declared in this order so that the group (its threads) goes before the Forward.
-  std::unique_ptr<Forward> forward;
-  Model* batch_model = nullptr;  // the model `forward` computes with
-  std::unique_ptr<PassGroup> group;
-  std::list<Held> held;
-  PrefixGate prefix_gate;
-  Status fatal;
+namespace {
 
-  // The run itself failed (the store, a full disk, a thread refused): every item of the batch
-  // stops as on SIGTERM (checkpoint, commit, lease given back), and the run returns `st`.
-  auto fail_run = [&](const Status& st) {
-    if (fatal.ok()) fatal = st;
-    stop.request("run failed: " + st.message());
-  };
+// One `run`: the loop of run_queue, in its steps. The batch is the model's Forward, the
+// group whose passes it runs, and the items in it; members are declared in this order so
+// that the group (its threads) goes before the Forward.
+class QueueRun {
+ public:
+  QueueRun(const Home& home, JobStore& store, const SchedulerOptions& options, StopControl& stop,
+           ProgressReporter& progress)
+      : home_(home),
+        store_(store),
+        options_(options),
+        stop_(stop),
+        progress_(progress),
+        owner_(this_lease_owner()),
+        keeper_(home.db_path(), owner_, options.lease_s),
+        files_(home.dir),
+        models_(options),
+        alive_(options.exclusive
+                   ? OwnerAliveFn([this](const std::string& o) { return o == owner_; })
+                   : OwnerAliveFn(lease_owner_alive)) {
+    item_options_ = options.item;
+    item_options_.prefill_chunk = options.prefill_chunk;
+  }
 
-  // Records what a finished item did; a job one of its items ended goes into `ended` (its
-  // outputs are written once per round, after every finished item is settled: items of one
-  // job may end in the same round). Status only for store failures.
-  std::map<int64_t, JobRow> ended;
-  auto settle = [&](Held& h) -> Status {
-    keeper.remove(h.claim.item.id);
-    if (!h.report->ok()) {
-      release_after_failure(store, owner, h.claim.item, h.report->status());
-      return h.report->status();
-    }
-    const AttemptReport& report = **h.report;
-    summary.tokens += report.tokens_generated;
-    summary.speculation.add(report.speculation);
-    if (report.state_after == ItemState::kDone || report.state_after == ItemState::kFailed)
-      ended.emplace(h.claim.job.id, h.claim.job);
-    switch (report.outcome) {
-      case ItemOutcome::kDone:
-        ++summary.done;
-        spdlog::info("job {} item {}: done ({} new tokens in {:.2f} s)", h.claim.job.id,
-                     h.claim.item.custom_id, report.tokens_generated,
-                     std::chrono::duration<double>(Clock::now() - h.started).count());
-        break;
-      case ItemOutcome::kStopped:
-        ++summary.stopped;
-        break;
-      case ItemOutcome::kLostLease:
-        break;
-      case ItemOutcome::kAttemptFailed:
-        if (report.state_after == ItemState::kFailed)
-          ++summary.failed;
-        else
-          ++summary.failed_attempts;
-        break;
-    }
-    return Status();
-  };
-
-  for (;;) {
-    // 1. Fill the batch: items of the batch's model (any model when it is empty).
-    auto may_claim = [&] {
-      const int64_t counted = summary.done + summary.failed + static_cast<int64_t>(held.size());
-      return fatal.ok() && !stop.reason() &&
-             !(options.max_items && counted >= *options.max_items) &&
-             (held.empty() || static_cast<int>(held.size()) < models.batch());
-    };
-    while (may_claim()) {
-      ClaimFilter filter;
-      for (const Held& h : held) filter.held.insert(h.claim.item.id);
-      if (!held.empty())
-        filter.model = ClaimFilter::Model{
-            held.front().claim.job.model_dir, held.front().claim.job.memory_bytes.value_or(0),
-            models.context(), held.front().claim.job.kind, models.speculative_text()};
-      NJ_ASSIGN_OR_RETURN(std::optional<Claim> claim,
-                          store.claim_next(owner, options.lease_s, alive, filter));
-      if (!claim) break;
-      said_idle = false;
-      const ItemRow& item = claim->item;
-      spdlog::info("job {} '{}' item {}: {} ({} of {} tokens stored, {} failed attempts before)",
-                   claim->job.id, claim->job.name, item.custom_id,
-                   item.tokens_done > 0 ? "resuming" : "starting", item.tokens_done,
-                   item.max_tokens, item.attempts);
-      if (Status st = keeper.add(item.id); !st.ok()) {
-        release_after_failure(store, owner, item, st);
-        fail_run(st);
-        break;
-      }
-      const int64_t context = job_context(*claim);
-      if (held.empty() && !models.holds(claim->job, context)) {
-        if (group) summary.passes.add(group->totals());
-        group.reset();
-        forward.reset();
-      }
-      if (!group) {
-        auto jobs = store.list_jobs();
-        auto model = jobs.ok() ? models.get(claim->job, context, items_for_batch(*jobs, claim->job))
-                               : Result<Model*>(jobs.status());
-        if (!model.ok()) {
-          keeper.remove(item.id);
-          const double wait_s = retry_wait_s(options, item.attempts);
-          auto state = store.fail_attempt(item.id, owner, Progress{item.tokens_done, {}, 0, 0},
-                                          model.status().message(), /*final=*/false, wait_s);
-          if (!state.ok()) {
-            release_after_failure(store, owner, item, state.status());
-            fail_run(state.status());
-            break;
-          }
-          spdlog::error("job {} item {}: {}", claim->job.id, item.custom_id,
-                        model.status().message());
-          if (*state == ItemState::kFailed) {
-            ++summary.failed;
-            auto outputs_ok = finish_job_if_complete(store, claim->job, home);
-            if (!outputs_ok.ok()) {
-              fail_run(outputs_ok.status());
-              break;
-            }
-            if (!*outputs_ok) ++summary.outputs_failed;
-          } else if (*state == ItemState::kQueued) {
-            ++summary.failed_attempts;
-            spdlog::info("job {} item {}: next attempt in {}", claim->job.id, item.custom_id,
-                         format_duration(wait_s));
-          }
-          continue;
-        }
-        // The activations of the plan: with drafts, a pass holds 1 + draft_tokens rows of
-        // every item (tentative steps) beside the prefill chunks.
-        PlanOptions po = (*model)->plan_options();
-        po.draft_tokens = (*model)->plan().draft_tokens;
-        const ActivationShape shape = planned_activation_shape(po);
-        ForwardOptions fo{shape.rows, po.batch, po.max_context, false};
-        if (po.draft_tokens > 0) {
-          fo.tentative_rows = 1 + po.draft_tokens;
-          fo.tentative_sequences = po.batch;
-          fo.kda_rollback = po.kda_rollback;
-        }
-        batch_model = *model;
-        forward = std::make_unique<Forward>(batch_model->config(), batch_model->weights(), fo);
-        group = std::make_unique<PassGroup>(*forward, shape.rows);
-      }
-      held.push_back(Held{std::move(*claim), nullptr, Clock::now(), std::nullopt});
-      Held& h = held.back();
-      h.lease = std::make_unique<ItemLease>(keeper, h.claim.item.id);
-      Model& model = *batch_model;
-      const Tokenizer* tokenizer = models.tokenizer();
-      group->spawn([&, &h = h, &model = model, tokenizer, speculation = models.speculation()] {
-        ItemEnv env{store, model,    tokenizer, files,       item_options, owner,
-                    stop,  *h.lease, *group,    prefix_gate, progress,     speculation};
-        h.report = run_claimed(env, h.claim);
-      });
-    }
-
-    // 2. Nothing held: end, or wait for work.
-    if (held.empty()) {
-      if (!fatal.ok()) return fatal;
-      if (auto reason = stop.reason()) {
-        summary.end_reason = *reason;
-        break;
-      }
-      if (options.max_items && summary.done + summary.failed >= *options.max_items) {
-        summary.end_reason = "--max-items " + std::to_string(*options.max_items);
-        break;
-      }
-      NJ_ASSIGN_OR_RETURN(std::optional<double> retry_at, store.next_retry_at());
-      if (options.drain && retry_at) {  // queued, waiting out a backoff: not empty yet
-        idle_wait(std::min(options.poll_interval_s, *retry_at - store.now()), stop);
+  Result<RunSummary> run() {
+    for (;;) {
+      // 1. Fill the batch: items of the batch's model (any model when it is empty).
+      NJ_RETURN_IF_ERROR(fill_batch());
+      // 2. Nothing held: end, or wait for work.
+      if (held_.empty()) {
+        NJ_ASSIGN_OR_RETURN(const bool end, idle());
+        if (end) break;
         continue;
       }
-      if (options.drain) {
-        summary.end_reason = "queue empty";
-        break;
-      }
-      if (!said_idle) spdlog::info("nothing queued; waiting for work (--drain exits instead)");
-      said_idle = true;
-      idle_wait(options.poll_interval_s, stop);
-      continue;
+      // 3. Let every item run up to its next pass (or its end); settle the finished ones.
+      const bool freed = settle_finished();
+      // 4. One pass for the items waiting; a place that just freed is filled first, so that
+      // the next item's prompt joins this pass.
+      if (freed && may_claim()) continue;
+      if (group_->anyone_waiting()) group_->run_pass();
     }
+    close_batch();
+    NJ_RETURN_IF_ERROR(record_end());
+    return summary_;
+  }
 
-    // 3. Let every item run up to its next pass (or its end); settle the finished ones.
-    group->wait_for_members();
+ private:
+  // What to do after a claimed item could not join the batch.
+  enum class Next { kJoined, kSkipped, kStopClaiming };
+
+  // The run itself failed (the store, a full disk, a thread refused): every item of the
+  // batch stops as on SIGTERM (checkpoint, commit, lease given back), and the run returns
+  // `st`.
+  void fail_run(const Status& st) {
+    if (fatal_.ok()) fatal_ = st;
+    stop_.request("run failed: " + st.message());
+  }
+
+  bool may_claim() const {
+    const int64_t counted = summary_.done + summary_.failed + static_cast<int64_t>(held_.size());
+    return fatal_.ok() && !stop_.reason() &&
+           !(options_.max_items && counted >= *options_.max_items) &&
+           (held_.empty() || static_cast<int>(held_.size()) < models_.batch());
+  }
+
+  // Claims items while the batch has room. Status only for store failures.
+  Status fill_batch() {
+    while (may_claim()) {
+      ClaimFilter filter;
+      for (const Held& h : held_) filter.held.insert(h.claim.item.id);
+      if (!held_.empty())
+        filter.model = ClaimFilter::Model{
+            held_.front().claim.job.model_dir, held_.front().claim.job.memory_bytes.value_or(0),
+            models_.context(), held_.front().claim.job.kind, models_.speculative_text()};
+      NJ_ASSIGN_OR_RETURN(std::optional<Claim> claim,
+                          store_.claim_next(owner_, options_.lease_s, alive_, filter));
+      if (!claim) break;
+      said_idle_ = false;
+      if (join(std::move(*claim)) == Next::kStopClaiming) break;
+    }
+    return Status();
+  }
+
+  // A claimed item joins the batch (opening the batch's model first when it has none).
+  Next join(Claim claim) {
+    const ItemRow& item = claim.item;
+    spdlog::info("job {} '{}' item {}: {} ({} of {} tokens stored, {} failed attempts before)",
+                 claim.job.id, claim.job.name, item.custom_id,
+                 item.tokens_done > 0 ? "resuming" : "starting", item.tokens_done,
+                 item.max_tokens, item.attempts);
+    if (Status st = keeper_.add(item.id); !st.ok()) {
+      release_after_failure(store_, owner_, item, st);
+      fail_run(st);
+      return Next::kStopClaiming;
+    }
+    const int64_t context = job_context(claim);
+    if (held_.empty() && !models_.holds(claim.job, context)) close_batch();
+    if (!group_) {
+      const Next opened = open_batch(claim, context);
+      if (opened != Next::kJoined) return opened;
+    }
+    held_.push_back(Held{std::move(claim), nullptr, Clock::now(), std::nullopt});
+    Held& h = held_.back();
+    h.lease = std::make_unique<ItemLease>(keeper_, h.claim.item.id);
+    Model& model = *batch_model_;
+    const Tokenizer* tokenizer = models_.tokenizer();
+    group_->spawn([this, &h = h, &model = model, tokenizer, speculation = models_.speculation()] {
+      ItemEnv env{store_, model,     tokenizer, files_,       item_options_, owner_,
+                  stop_,  *h.lease,  *group_,   prefix_gate_, progress_,     speculation};
+      h.report = run_claimed(env, h.claim);
+    });
+    return Next::kJoined;
+  }
+
+  // The model for `claim`'s job and a Forward and PassGroup over it. When the model cannot
+  // be opened the item's attempt fails (kSkipped), or the run when the store fails.
+  Next open_batch(const Claim& claim, int64_t context) {
+    auto jobs = store_.list_jobs();
+    auto model = jobs.ok() ? models_.get(claim.job, context, items_for_batch(*jobs, claim.job))
+                           : Result<Model*>(jobs.status());
+    if (!model.ok()) return fail_open(claim, model.status());
+    // The activations of the plan (with drafts, a pass holds 1 + draft_tokens rows of every
+    // item beside the prefill chunks), as the model was planned.
+    const ModelPlan& plan = (*model)->model_plan();
+    batch_model_ = *model;
+    forward_ = std::make_unique<Forward>(batch_model_->config(), batch_model_->weights(),
+                                         plan.forward_options());
+    group_ = std::make_unique<PassGroup>(*forward_, plan.activation_shape().rows);
+    item_options_.sweep = models_.sweep();
+    return Next::kJoined;
+  }
+
+  // The model of `claim`'s job failed to open: a failed attempt of the item.
+  Next fail_open(const Claim& claim, const Status& why) {
+    const ItemRow& item = claim.item;
+    keeper_.remove(item.id);
+    const double wait_s = retry_wait_s(options_, item.attempts);
+    auto state = store_.fail_attempt(item.id, owner_, Progress{item.tokens_done, {}, 0, 0},
+                                     why.message(), /*final=*/false, wait_s);
+    if (!state.ok()) {
+      release_after_failure(store_, owner_, item, state.status());
+      fail_run(state.status());
+      return Next::kStopClaiming;
+    }
+    spdlog::error("job {} item {}: {}", claim.job.id, item.custom_id, why.message());
+    if (*state == ItemState::kFailed) {
+      ++summary_.failed;
+      auto outputs_ok = finish_job_if_complete(store_, claim.job, home_);
+      if (!outputs_ok.ok()) {
+        fail_run(outputs_ok.status());
+        return Next::kStopClaiming;
+      }
+      if (!*outputs_ok) ++summary_.outputs_failed;
+    } else if (*state == ItemState::kQueued) {
+      ++summary_.failed_attempts;
+      spdlog::info("job {} item {}: next attempt in {}", claim.job.id, item.custom_id,
+                   format_duration(wait_s));
+    }
+    return Next::kSkipped;
+  }
+
+  // Ends the batch: its pass totals join the run's; the group goes before the Forward.
+  void close_batch() {
+    if (group_) summary_.passes.add(group_->totals());
+    group_.reset();
+    forward_.reset();
+  }
+
+  // Nothing held: true when the run ends (stop, --max-items, --drain and the queue empty),
+  // else after waiting for work false. The run's failure, or a store failure, as a Status.
+  Result<bool> idle() {
+    if (!fatal_.ok()) return fatal_;
+    if (auto reason = stop_.reason()) {
+      summary_.end_reason = *reason;
+      return true;
+    }
+    if (options_.max_items && summary_.done + summary_.failed >= *options_.max_items) {
+      summary_.end_reason = "--max-items " + std::to_string(*options_.max_items);
+      return true;
+    }
+    NJ_ASSIGN_OR_RETURN(std::optional<double> retry_at, store_.next_retry_at());
+    if (options_.drain && retry_at) {  // queued, waiting out a backoff: not empty yet
+      idle_wait(std::min(options_.poll_interval_s, *retry_at - store_.now()), stop_);
+      return false;
+    }
+    if (options_.drain) {
+      summary_.end_reason = "queue empty";
+      return true;
+    }
+    if (!said_idle_) spdlog::info("nothing queued; waiting for work (--drain exits instead)");
+    said_idle_ = true;
+    idle_wait(options_.poll_interval_s, stop_);
+    return false;
+  }
+
+  // Waits for the members, settles the items that finished and writes the outputs of the
+  // jobs they ended. Returns whether a place in the batch was freed.
+  bool settle_finished() {
+    group_->wait_for_members();
     bool freed = false;
-    for (auto it = held.begin(); it != held.end();) {
+    for (auto it = held_.begin(); it != held_.end();) {
       if (!it->report) {
         ++it;
         continue;
       }
       if (Status st = settle(*it); !st.ok()) fail_run(st);
-      it = held.erase(it);
+      it = held_.erase(it);
       freed = true;
     }
-    for (const auto& [id, job] : ended) {
-      auto outputs_ok = finish_job_if_complete(store, job, home);
+    for (const auto& [id, job] : ended_) {
+      auto outputs_ok = finish_job_if_complete(store_, job, home_);
       if (!outputs_ok.ok())
         fail_run(outputs_ok.status());
       else if (!*outputs_ok)
-        ++summary.outputs_failed;
+        ++summary_.outputs_failed;
     }
-    ended.clear();
-    // 4. One pass for the items waiting; a place that just freed is filled first, so that
-    // the next item's prompt joins this pass.
-    if (freed && may_claim()) continue;
-    if (group->anyone_waiting()) group->run_pass();
+    ended_.clear();
+    return freed;
   }
-  if (group) summary.passes.add(group->totals());
-  group.reset();
-  forward.reset();
-  // The run's totals, which its items' engine shares add up to (`nightjar report`).
-  const PassTotals& t = summary.passes;
-  NJ_RETURN_IF_ERROR(store.add_event(
-      std::nullopt, std::nullopt, "run_ended",
-      nlohmann::json{{"reason", summary.end_reason},
-                     {"done", summary.done},
-                     {"failed", summary.failed},
-                     {"tokens", summary.tokens},
-                     {"passes", t.passes},
-                     {"rows", t.rows},
-                     {"bytes_read", static_cast<uint64_t>(std::llround(t.bytes_read))},
-                     {"compute_s", t.compute_s},
-                     {"io_wait_s", t.wait_s},
-                     {"max_batch", t.max_sequences},
-                     {"speculation",
-                      {{"passes", summary.speculation.passes},
-                       {"drafted", summary.speculation.drafted},
-                       {"accepted", summary.speculation.accepted}}},
-                     {"seconds", std::chrono::duration<double>(Clock::now() - t_start).count()}}
-          .dump()));
-  spdlog::info(
-      "run ended ({}): {} items done, {} failed, {} failed attempts; {} tokens in {:.1f} s; up to "
-      "{} items per pass{}{}",
-      summary.end_reason, summary.done, summary.failed, summary.failed_attempts, summary.tokens,
-      std::chrono::duration<double>(Clock::now() - t_start).count(), summary.passes.max_sequences,
-      summary.speculation.passes
-          ? fmt::format("; speculation: {} passes, {} drafted, {} accepted",
-                        summary.speculation.passes, summary.speculation.drafted,
-                        summary.speculation.accepted)
-          : std::string(),
-      summary.outputs_failed ? "; the outputs of " + std::to_string(summary.outputs_failed) +
-                                   " job(s) could not be written"
-                             : std::string());
-  return summary;
+
+  // Records what a finished item did; a job one of its items ended goes into `ended_` (its
+  // outputs are written once per round, after every finished item is settled: items of one
+  // job may end in the same round). Status only for store failures.
+  Status settle(Held& h) {
+    keeper_.remove(h.claim.item.id);
+    if (!h.report->ok()) {
+      release_after_failure(store_, owner_, h.claim.item, h.report->status());
+      return h.report->status();
+    }
+    const AttemptReport& report = **h.report;
+    summary_.tokens += report.tokens_generated;
+    summary_.speculation.add(report.speculation);
+    if (report.state_after == ItemState::kDone || report.state_after == ItemState::kFailed)
+      ended_.emplace(h.claim.job.id, h.claim.job);
+    switch (report.outcome) {
+      case ItemOutcome::kDone:
+        ++summary_.done;
+        spdlog::info("job {} item {}: done ({} new tokens in {:.2f} s)", h.claim.job.id,
+                     h.claim.item.custom_id, report.tokens_generated,
+                     std::chrono::duration<double>(Clock::now() - h.started).count());
+        break;
+      case ItemOutcome::kStopped:
+        ++summary_.stopped;
+        break;
+      case ItemOutcome::kLostLease:
+        break;
+      case ItemOutcome::kAttemptFailed:
+        if (report.state_after == ItemState::kFailed)
+          ++summary_.failed;
+        else
+          ++summary_.failed_attempts;
+        break;
+    }
+    return Status();
+  }
+
+  // The run's totals, which its items' engine shares add up to (`nightjar report`), as the
+  // store's run_ended event and a log line.
+  Status record_end() {
+    const RunSummary& summary = summary_;
+    const PassTotals& t = summary.passes;
+    NJ_RETURN_IF_ERROR(store_.add_event(
+        std::nullopt, std::nullopt, "run_ended",
+        nlohmann::json{{"reason", summary.end_reason},
+                       {"done", summary.done},
+                       {"failed", summary.failed},
+                       {"tokens", summary.tokens},
+                       {"passes", t.passes},
+                       {"rows", t.rows},
+                       {"bytes_read", static_cast<uint64_t>(std::llround(t.bytes_read))},
+                       {"compute_s", t.compute_s},
+                       {"io_wait_s", t.wait_s},
+                       {"max_batch", t.max_sequences},
+                       {"speculation",
+                        {{"passes", summary.speculation.passes},
+                         {"drafted", summary.speculation.drafted},
+                         {"accepted", summary.speculation.accepted}}},
+                       {"seconds", std::chrono::duration<double>(Clock::now() - t_start_).count()}}
+            .dump()));
+    spdlog::info(
+        "run ended ({}): {} items done, {} failed, {} failed attempts; {} tokens in {:.1f} s; up to "
+        "{} items per pass{}{}",
+        summary.end_reason, summary.done, summary.failed, summary.failed_attempts, summary.tokens,
+        std::chrono::duration<double>(Clock::now() - t_start_).count(), summary.passes.max_sequences,
+        summary.speculation.passes
+            ? fmt::format("; speculation: {} passes, {} drafted, {} accepted",
+                          summary.speculation.passes, summary.speculation.drafted,
+                          summary.speculation.accepted)
+            : std::string(),
+        summary.outputs_failed ? "; the outputs of " + std::to_string(summary.outputs_failed) +
+                                     " job(s) could not be written"
+                               : std::string());
+    return Status();
+  }
+
+  const Home& home_;
+  JobStore& store_;
+  const SchedulerOptions& options_;
+  StopControl& stop_;
+  ProgressReporter& progress_;
+  const std::string owner_;
+  LeaseKeeper keeper_;
+  StateCheckpoints files_;
+  ModelCache models_;
+  const OwnerAliveFn alive_;
+  ItemRunOptions item_options_;
+  const Clock::time_point t_start_ = Clock::now();
+  RunSummary summary_;
+  bool said_idle_ = false;
+  std::unique_ptr<Forward> forward_;
+  Model* batch_model_ = nullptr;  // the model forward_ computes with
+  std::unique_ptr<PassGroup> group_;
+  std::list<Held> held_;
+  PrefixGate prefix_gate_;
+  Status fatal_;
+  std::map<int64_t, JobRow> ended_;
+};
+
+}  // namespace
+
+Result<RunSummary> run_queue(const Home& home, JobStore& store, const SchedulerOptions& options,
+                             StopControl& stop, ProgressReporter& progress) {
+  QueueRun run(home, store, options, stop, progress);
+  return run.run();
 }
 
 }  // namespace nj::runner

@@ -12,16 +12,23 @@
 #include <string>
 
 #include "engine/plan/planner.h"
+#include "engine/plan/sweep_plan.h"
+#include "engine/runtime/model_plan.h"
 #include "engine/speculative/draft_length.h"
 #include "jobs/job_spec.h"
-#include "runner/run/item_runner.h"
-#include "runner/run/pass_group.h"
-#include "runner/run/progress.h"
-#include "runner/run/stop.h"
+#include "runner/item/item_runner.h"
+#include "runner/item/pass_group.h"
+#include "runner/item/progress.h"
+#include "runner/item/stop.h"
 #include "runner/store/home.h"
 #include "runner/store/job_store.h"
 
 namespace nj::runner {
+
+enum class Schedule { kAuto, kSweep, kPasses };
+const char* schedule_name(Schedule s);  // "auto", "sweep", "passes"
+// InvalidArgument naming the known values for anything else.
+Result<Schedule> parse_schedule(const std::string& name);
 
 struct SchedulerOptions {
   ItemRunOptions item;
@@ -40,26 +47,28 @@ struct SchedulerOptions {
   // Items per pass (--batch). 0: the largest batch the job's budget holds (the planner's
   // max_batch), kDefaultResidentBatch when everything is resident. 1: one item at a time.
   int batch = 0;
+  // How a classify job's documents go through the model (--schedule): kSweep, layer by layer
+  // for a window of documents (engine/sweep/sweep.h; the window is what the budget holds,
+  // engine/plan/sweep_plan.h); kPasses, token-major passes; kAuto, the sweep whenever its
+  // window holds more than one document. Generate jobs always decode in passes.
+  Schedule schedule = Schedule::kAuto;
   // When an item's model cannot be opened (a disk not mounted yet, a model being copied),
   // its next attempt waits this long, twice as long after each further failure, at most
   // kMaxRetryWait_s: a missing model must not burn every attempt of the queue in a moment.
   double retry_s = 60;
 };
 
-// The batch of a resident model (no budget bounds it): enough rows to make the matrix
-// products compute-bound, few enough to keep a pass short.
-inline constexpr int kDefaultResidentBatch = 16;
-// The largest batch `run` chooses by itself under a budget (each item of a batch has a
-// thread; a larger --batch is honoured when the budget holds it).
-inline constexpr int kMaxDefaultBatch = 64;
+// The batch decisions are the engine's (engine/runtime/model_plan.h).
+using nj::kDefaultResidentBatch;
+using nj::kMaxDefaultBatch;
 
 // The plan `run` makes for a job's model (before its batch is chosen): `context` positions,
 // and for a classification two states per item, last-row logits and windows (planner.h).
 PlanOptions run_plan_options(bool classify, int64_t context, const SchedulerOptions& options);
 
 // The most drafts per item per pass `run` plans for a speculating generate job; each item's
-// draft length adapts below it (engine/spec/draft_length.h).
-inline constexpr int kRunDraftTokens = DraftLengthOptions{}.max_draft_tokens;
+// draft length adapts below it (engine/speculative/draft_length.h).
+using nj::kRunDraftTokens;
 
 // The drafts per item `run` plans for a generate job of `mode` whose model is planned with
 // `po` (its batch set) under `memory` (0: resident): ngram, kRunDraftTokens; auto,

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "runner/report/result_record.h"
+#include "runner/results/result_record.h"
 #include "runner/store/job_store.h"
 
 namespace nj::runner {

@@ -1,21 +1,18 @@
 // Home directory resolution and creation.
 #include "runner/store/home.h"
 
-#include <sys/stat.h>
-
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
+#include "engine/io/lock_file.h"
+
 namespace nj::runner {
 namespace {
 
-Status make_dir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0700) == 0 || errno == EEXIST) return Status();
-  return io_error(path + ": cannot create directory: " + std::strerror(errno));
-}
+Status make_dir(const std::string& path) { return make_directory(path, "directory"); }
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 
 #include "jobs/job_spec.h"
 #include "runner/store/job_store.h"
+#include "runner/store/job_settings.h"
 
 namespace nj::runner {
 
@@ -31,11 +32,7 @@ inline bool is_classify(const JobRow& job) {
 // existed). The claim filter compares the same text in SQL (queue.cpp), so that a batch's
 // items share one mode and its plan.
 inline std::string stored_speculative_text(const JobRow& job) {
-  const auto settings = nlohmann::json::parse(job.settings_json, nullptr, false);
-  if (settings.is_object() && settings.contains("speculative") &&
-      settings["speculative"].is_string())
-    return settings["speculative"].get<std::string>();
-  return "auto";
+  return JobSettings::of(job).speculative_text();
 }
 
 // The speculative mode of a generate job (off for other kinds: the key does not apply).

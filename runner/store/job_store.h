@@ -254,7 +254,7 @@ struct StoreOptions {
   std::function<double()> clock;
 };
 
-// Whether the process named by a lease owner string still runs (see runner/run/lease_owner.h).
+// Whether the process named by a lease owner string still runs (see runner/durable/lease_owner.h).
 using OwnerAliveFn = std::function<bool(const std::string& owner)>;
 
 class JobStore {

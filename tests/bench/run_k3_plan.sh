@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Issue 14, "Must show" 4: a night of K3 at its real size, predicted. A classify job of 1,000
+# A night of K3 at its real size, predicted (issues 14 and 32). A classify job of 1,000
 # documents of ~500 tokens on the released K3 layout at 8 GiB, planned by `nightjar plan SPEC
-# --until 07:00`, one document at a time (--batch 1) and in windows (run's default batch).
+# --until 07:00`: one document at a time (--batch 1), in token-major windows (--schedule
+# passes) and in layer sweeps (--schedule sweep). With K3_PLAN_JSON=PREFIX set, the passes
+# and sweep plans are also written as PREFIX.passes.json and PREFIX.sweep.json.
 #
 # The layout comes from ../shared/tools/make_sparse_k3.py (sparse files, ~130 MB of disk,
 # written to build/bench-models/k3-sparse when missing); planning reads headers only. It has
@@ -58,5 +60,14 @@ PY
 echo "== one document at a time: nightjar plan k3-night.yaml --batch 1 --bandwidth $bandwidth --until $until"
 "$nj" plan "$work/k3-night.yaml" --batch 1 --bandwidth "$bandwidth" --until "$until"
 echo
-echo "== windows (run's default batch): nightjar plan k3-night.yaml --bandwidth $bandwidth --until $until"
-"$nj" plan "$work/k3-night.yaml" --bandwidth "$bandwidth" --until "$until"
+echo "== windows (run's default batch): nightjar plan k3-night.yaml --schedule passes --bandwidth $bandwidth --until $until"
+"$nj" plan "$work/k3-night.yaml" --schedule passes --bandwidth "$bandwidth" --until "$until"
+echo
+echo "== layer sweeps: nightjar plan k3-night.yaml --schedule sweep --bandwidth $bandwidth --until $until"
+"$nj" plan "$work/k3-night.yaml" --schedule sweep --bandwidth "$bandwidth" --until "$until"
+if [ -n "${K3_PLAN_JSON:-}" ]; then
+  for s in passes sweep; do
+    "$nj" plan "$work/k3-night.yaml" --schedule "$s" --bandwidth "$bandwidth" --until "$until" \
+      --output json > "$K3_PLAN_JSON.$s.json"
+  done
+fi

@@ -20,8 +20,11 @@ WORK = MODEL = None
 RUN = ["--threads", "1", "--log-seconds", "1000"]
 SCHEMA = json.loads((njtest.REPO / "schemas/openai_batch_output.schema.json").read_text())
 # Example specs name their model as deploy/demo.sh builds it (../../build/demo-model for
-# triage, ../../build/stories-model, a random model of the demo preset, for the stories).
+# triage, ../../build/stories-model for the stories). Here triage runs on a random model of the
+# demo preset and the stories on the committed story model (their spec's memory budget is set
+# for its size).
 DEMO_MODEL_LINE = re.compile(r"(?m)^model:\s*(\.\./)+build/(demo|stories)-model\s*$")
+STORY_MODEL = njtest.REPO / "examples" / "stories" / "model"
 
 
 def setUpModule():
@@ -42,7 +45,8 @@ class OpenAiLinesOfEveryExample(unittest.TestCase):
             shutil.copytree(spec.parent, copy)
             text = (copy / spec.name).read_text()
             self.assertRegex(text, DEMO_MODEL_LINE)
-            (copy / spec.name).write_text(DEMO_MODEL_LINE.sub("model: " + json.dumps(MODEL), text))
+            model = str(STORY_MODEL) if DEMO_MODEL_LINE.search(text).group(2) == "stories" else MODEL
+            (copy / spec.name).write_text(DEMO_MODEL_LINE.sub("model: " + json.dumps(model), text))
             jobs[spec.name] = nj.submit(copy / spec.name)
         p = nj.run("run", *RUN, "--drain")
         self.assertEqual(p.returncode, 0, p.stderr)

@@ -1,4 +1,4 @@
-// Fuzzes the packed trunk's manifest (engine/pack/pack.h): the input is
+// Fuzzes the packed trunk's manifest (engine/weights/pack.h): the input is
 // nightjar-trunk.manifest.json in a copy of the tiny-mxfp4 fixture that also holds a valid
 // pack. The copy's files get a fixed modification time, so that a manifest written for it
 // (the seeds: `nightjar pack` on such a copy, see make_seeds.sh) matches on every run.

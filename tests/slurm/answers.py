@@ -4,7 +4,7 @@
   answers.py same A.jsonl B.jsonl       exit 0 when both hold the same items in the same
                                         order with the same answers (the record without
                                         attempts, timings and engine usage:
-                                        runner/report/result_record.h), each item once
+                                        runner/results/result_record.h), each item once
   answers.py spec OUT.yaml MODEL N TOKENS   writes a generate spec of N sampled items
   answers.py task-ids DIR TASK          the custom_ids the array's manifest gives TASK
   answers.py home HOME.db SQL           the first column of a query's rows, one per line

@@ -1,4 +1,5 @@
-"""The K3 forward pass in PyTorch, for training the triage model (development only).
+"""The K3 forward pass in PyTorch, for training the triage model and the story model
+(examples/stories/training; development only).
 
 The same math as ../../../tests/reference/k3ref/model.py and k3-model.md sections 2-6,
 batched ([B, T, ...]) and differentiable, with the state a continuation needs (KDA: S and
@@ -11,6 +12,9 @@ is `lm_head.weight`); routed experts are stacked per layer ([E][out][in] as `exp
 go through BF16 and the routed experts through MXFP4 (the release's quantizer, the same rule
 as k3ref.mxfp4.quantize) with straight-through gradients, so what is trained is what the
 engine runs. `fake_quant=False` uses exact values (for a forward on already-rounded weights).
+`kda_chunk=N` computes KDA's recurrence N positions at a time (kda_chunked: the same function
+up to float rounding, for long training sequences); 0, the default, steps one position at a
+time as the triage model was trained.
 """
 import math
 from dataclasses import dataclass, field
@@ -106,6 +110,51 @@ def attn_res(sources, w_norm, w_proj, eps):
     return (p[..., None] * v).sum(0)
 
 
+def kda_chunked(q, k, v, beta, alpha, S, chunk):
+    """KDA's recurrence (section 4) over T positions, `chunk` positions at a time: the same
+    function as the step-by-step loop in K3.kda (equal up to float rounding). q (scaled), k, v
+    [B, T, H, D], beta [B, T, H], alpha [B, T, H, D] (per key channel), S [B, H, D, D] (row =
+    key channel). Returns (o [B, T, H, D], S after the last position).
+
+    Per step: S' = diag(a_t) S; u_t = S'^T k_t; w_t = beta_t (v_t - u_t); S = S' + k_t w_t^T;
+    o_t = S^T q_t. Within a chunk from S0, with g_t = sum_{r<=t} log a_r per key channel:
+      w_t = beta_t (v_t - S0^T (e^{g_t} k_t) - sum_{s<t} <k_t, e^{g_t - g_s} k_s> w_s)
+    (a unit lower-triangular system in the w of the chunk),
+      o_t = S0^T (e^{g_t} q_t) + sum_{s<=t} <q_t, e^{g_t - g_s} k_s> w_s,
+      S_end = e^{g_C} S0 + sum_s (e^{g_C - g_s} k_s) w_s^T.
+    REQUIRES: chunk <= 16 (decays are at least e^-5 per step: the factors of a decay ratio
+    split at the chunk's middle stay below e^40)."""
+    B, T, H, D = q.shape
+    pad = (-T) % chunk
+    q, k, v, la = (torch.nn.functional.pad(t.transpose(1, 2), (0, 0, 0, pad))
+                   for t in (q, k, v, torch.log(alpha)))                               # [B, H, T', D]
+    beta = torch.nn.functional.pad(beta.transpose(1, 2), (0, pad))                    # [B, H, T']
+    if chunk > 16:
+        raise ValueError("kda_chunked: chunks of at most 16 positions, not %d" % chunk)
+    C = chunk
+    later = torch.tril(torch.ones(C, C, dtype=torch.bool))                            # s <= t
+    strict = torch.tril(torch.ones(C, C, dtype=torch.bool), -1)                       # s < t
+    eye = torch.eye(C)
+    outs = []
+    for c0 in range(0, T + pad, C):
+        qc, kc, vc, bc = q[:, :, c0:c0 + C], k[:, :, c0:c0 + C], v[:, :, c0:c0 + C], beta[:, :, c0:c0 + C]
+        g = torch.cumsum(la[:, :, c0:c0 + C], dim=2)                                   # [B, H, C, D]
+        # <x_t, e^{g_t - g_s} k_s> = <x_t e^{g_t - m}, k_s e^{m - g_s}> with m the chunk's middle:
+        # both factors stay within e^{+-|g_C|/2} (<= e^40 for chunks of 16), so no overflow.
+        m = g[:, :, C // 2:C // 2 + 1]
+        k_in = kc * torch.exp(m - g)
+        kk = ((kc * torch.exp(g - m)) @ k_in.transpose(-1, -2)) * strict            # [B, H, t, s]
+        qk = ((qc * torch.exp(g - m)) @ k_in.transpose(-1, -2)) * later
+        eg = torch.exp(g)
+        rhs = bc[..., None] * (vc - torch.einsum("bhcd,bhtc->bhtd", S, eg * kc))
+        w = torch.linalg.solve_triangular(eye + bc[..., None] * kk, rhs, upper=False, unitriangular=True)
+        outs.append(torch.einsum("bhcd,bhtc->bhtd", S, eg * qc) + qk @ w)
+        tail = torch.exp(g[:, :, -1:, :] - g) * kc                                     # e^{g_C - g_s} k_s
+        S = eg[:, :, -1, :, None] * S + torch.einsum("bhsc,bhsd->bhcd", tail, w)
+    o = torch.cat(outs, dim=2)[:, :, :T]
+    return o.transpose(1, 2), S
+
+
 # ----------------------------------------------------------------------------- model
 
 class K3(torch.nn.Module):
@@ -116,6 +165,10 @@ class K3(torch.nn.Module):
         super().__init__()
         self.d = dims
         self.fake_quant = True
+        # KDA's recurrence step by step (0, the triage model's training) or in chunks of this
+        # many positions (kda_chunked: the same function, far fewer Python steps on long
+        # sequences; the story model's training).
+        self.kda_chunk = 0
         g = torch.Generator().manual_seed(seed)
         self._big = set()                       # names stored as BF16 in the checkpoint
         d = dims
@@ -230,6 +283,11 @@ class K3(torch.nn.Module):
         A = torch.exp(self.p(a + "A_log")[:H])
         alpha = torch.exp(d.gate_lower_bound * torch.sigmoid(A[None, None, :, None] * z))
         q = q * D ** -0.5
+        if self.kda_chunk:
+            o, S = kda_chunked(q, k, v, beta, alpha, st["S"], self.kda_chunk)
+            o = rms_norm(o, self.p(a + "o_norm.weight"), d.eps).reshape(B, T, P)
+            o = o * torch.sigmoid(x @ self.p(a + "g_proj.weight").T)
+            return o @ self.p(a + "o_proj.weight").T, {"conv": st_conv, "S": S}
         S = st["S"]
         outs = []
         # Per-step views by unbind (one gradient stack, not a full-size zero tensor per step)

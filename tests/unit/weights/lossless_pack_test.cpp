@@ -1,4 +1,4 @@
-// The lossless pack (engine/pack/pack.h) in the engine: the same tokens and logits, bit for
+// The lossless pack (engine/weights/pack.h) in the engine: the same tokens and logits, bit for
 // bit, as the raw pack and the shards under every budget and SIMD level, whether units are
 // streamed, held compressed in RAM or pinned; a flipped byte stops the run naming its
 // block; a damaged manifest is refused with its reason.

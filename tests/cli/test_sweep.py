@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""`nightjar run --schedule sweep`: a classification's documents go through the model layer by
+layer, a whole window at a time (engine/sweep/sweep.h), with every label scored in the same
+sweep. Its labels, probabilities, margins and output_ids are bit for bit those of `--batch 1`
+(token-major passes, one document at a time), for one-token and multi-token labels, with and
+without a template prefix, at the minimum budget and twice it, with 1 and 2 threads and on
+every SIMD level; each result says its schedule and window; and a window reads the weights
+once."""
+import json
+import os
+import subprocess
+import unittest
+
+import njtest
+
+ARGS = None
+WORK = MODEL = None
+RUN = ["--log-seconds", "1000"]
+LABELS = ["billing", "bug", "feature request", "feature idea", "question"]
+DOCS = ["I was charged twice for my March subscription.",
+        "The app crashes when I open the settings page.",
+        "Please add a dark mode to the dashboard.",
+        "What are your opening hours on holidays?",
+        "My invoice shows the wrong company address.",
+        "Sync fails with error 504 since this morning, and the export button is greyed out too."]
+
+
+def setUpModule():
+    global WORK, MODEL
+    WORK = njtest.scratch_dir("sweep-")
+    MODEL = njtest.make_model(os.path.join(WORK, "model-demo"), preset="demo")
+
+
+def simd_levels():
+    """The SIMD levels this CPU runs (--simd)."""
+    flags = open("/proc/cpuinfo").read()
+    return ("scalar",) + (("avx2",) if " avx2" in flags else ()) + (("avx512",) if " avx512f" in flags else ())
+
+
+def answer(r):
+    return (r["custom_id"], r["status"], r["details"]["label"], r["details"]["probabilities"],
+            r["details"]["margin"], r["output_ids"])
+
+
+class Sweep(unittest.TestCase):
+    def setUp(self):
+        self.dir = os.path.join(WORK, self.id().split(".")[-1])
+        os.makedirs(self.dir)
+
+    def spec(self, template, memory=None, name="triage"):
+        lines = [f"name: {name}", f"model: {json.dumps(MODEL)}", "kind: classify",
+                 f"template: {json.dumps(template)}", f"labels: {json.dumps(LABELS)}"]
+        if memory:
+            lines.append(f"memory: {memory}B")
+        lines.append("items:")
+        lines += [f"  - {{id: d{k}, document: {json.dumps(d)}}}" for k, d in enumerate(DOCS)]
+        path = os.path.join(self.dir, f"{name}-{memory or 'resident'}.yaml")
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
+
+    def run_job(self, spec, tag, *flags):
+        nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, f"home-{tag}"))
+        job = nj.submit(spec)
+        p = nj.run("run", *RUN, "--drain", *flags)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return nj, nj.results(job)
+
+    def minimum(self, spec, threads):
+        """The least budget of this job's sweep on `threads` threads (the kernels' scratch is
+        per thread): one document per window."""
+        p = subprocess.run([ARGS.bin, "plan", spec, "--schedule", "sweep", "--threads", threads,
+                            "--output", "json"],
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        plan = json.loads(p.stdout)
+        return plan["min_memory_bytes"]
+
+    def check(self, template):
+        base = self.run_job(self.spec(template), "one", "--batch", "1", "--threads", "1")[1]
+        self.assertEqual([r["engine"]["schedule"] for r in base], ["passes"] * len(DOCS))
+        self.assertTrue(any(r["details"]["decode_steps"] > 0 for r in base), "the label trie is walked")
+        for threads in ("1", "2"):
+            minimum = self.minimum(self.spec(template), threads)
+            for memory in (None, minimum, 2 * minimum):
+                spec = self.spec(template, memory)
+                for simd in simd_levels():
+                    tag = f"{memory}-{threads}-{simd}"
+                    with self.subTest(memory=memory, threads=threads, simd=simd):
+                        nj, results = self.run_job(spec, tag, "--schedule", "sweep", "--threads", threads,
+                                                   "--simd", simd)
+                        self.assertEqual([answer(r) for r in results], [answer(r) for r in base])
+                        for r in results:
+                            self.assertEqual(r["engine"]["schedule"], "sweep")
+                            self.assertGreaterEqual(r["engine"]["window"], 1)
+                            self.assertEqual(r["details"]["decode_steps"], 0, "no decode steps after the sweep")
+                        if memory is None:  # resident: one window of every document
+                            self.assertEqual({r["engine"]["window"] for r in results}, {len(DOCS)})
+
+    def test_labels_with_a_template_prefix_are_the_same_bits_as_one_at_a_time(self):
+        self.check("Classify the ticket as one of: {labels}.\nTicket: {document}\nLabel:\n")
+
+    def test_labels_without_a_template_prefix_are_the_same_bits_as_one_at_a_time(self):
+        self.check("{document}\nThe ticket is about:")
+
+    def test_auto_sweeps_a_window_and_passes_stays_token_major(self):
+        spec = self.spec("Ticket: {document}\nLabel:")
+        _, auto = self.run_job(spec, "auto", "--threads", "2")
+        self.assertEqual({r["engine"]["schedule"] for r in auto}, {"sweep"})
+        _, passes = self.run_job(spec, "passes", "--threads", "2", "--schedule", "passes")
+        self.assertEqual({r["engine"]["schedule"] for r in passes}, {"passes"})
+        self.assertEqual([answer(r) for r in auto], [answer(r) for r in passes])
+
+    def test_an_unknown_schedule_is_refused(self):
+        nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home"))
+        p = nj.run("run", "--drain", "--schedule", "layers")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--schedule", p.stderr)
+
+
+if __name__ == "__main__":
+    njtest.main(globals())
