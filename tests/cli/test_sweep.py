@@ -111,6 +111,22 @@ class Sweep(unittest.TestCase):
         self.assertEqual({r["engine"]["schedule"] for r in passes}, {"passes"})
         self.assertEqual([answer(r) for r in auto], [answer(r) for r in passes])
 
+    def test_submit_and_run_agree_on_a_classify_jobs_minimum(self):
+        """Issue 31: submit checks a classify job's budget with the plan run makes (one decision,
+        engine/runtime/model_plan.h), so the least budget submit accepts is the one run runs in."""
+        template = "Classify the ticket as one of: {labels}.\nTicket: {document}\nLabel:\n"
+        p = subprocess.run([ARGS.bin, "plan", self.spec(template), "--schedule", "passes", "--batch", "1",
+                            "--threads", "2", "--output", "json"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        minimum = json.loads(p.stdout)["min_memory_bytes"]
+        below = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home-below"))
+        p = below.run("submit", self.spec(template, minimum - 1, name="below"))
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertIn("memory", p.stderr)
+        _, results = self.run_job(self.spec(template, minimum, name="at"), "at", "--batch", "1",
+                                  "--schedule", "passes", "--threads", "2")
+        self.assertEqual({r["status"] for r in results}, {"done"})
+
     def test_an_unknown_schedule_is_refused(self):
         nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home"))
         p = nj.run("run", "--drain", "--schedule", "layers")
