@@ -80,22 +80,23 @@ class Sweep(unittest.TestCase):
         base = self.run_job(self.spec(template), "one", "--batch", "1", "--threads", "1")[1]
         self.assertEqual([r["engine"]["schedule"] for r in base], ["passes"] * len(DOCS))
         self.assertTrue(any(r["details"]["decode_steps"] > 0 for r in base), "the label trie is walked")
-        for threads in ("1", "2"):
-            minimum = self.minimum(self.spec(template), threads)
-            for memory in (None, minimum, 2 * minimum):
-                spec = self.spec(template, memory)
-                for simd in simd_levels():
-                    tag = f"{memory}-{threads}-{simd}"
-                    with self.subTest(memory=memory, threads=threads, simd=simd):
-                        nj, results = self.run_job(spec, tag, "--schedule", "sweep", "--threads", threads,
-                                                   "--simd", simd)
-                        self.assertEqual([answer(r) for r in results], [answer(r) for r in base])
-                        for r in results:
-                            self.assertEqual(r["engine"]["schedule"], "sweep")
-                            self.assertGreaterEqual(r["engine"]["window"], 1)
-                            self.assertEqual(r["details"]["decode_steps"], 0, "no decode steps after the sweep")
-                        if memory is None:  # resident: one window of every document
-                            self.assertEqual({r["engine"]["window"] for r in results}, {len(DOCS)})
+        # Every budget on every SIMD level, the thread count alternating (both on each level).
+        minimum = {t: self.minimum(self.spec(template), t) for t in ("1", "2")}
+        for k, (factor, simd) in enumerate((f, s) for f in (0, 1, 2) for s in simd_levels()):
+            threads = ("1", "2")[k % 2]
+            memory = factor * minimum[threads] or None
+            spec = self.spec(template, memory)
+            tag = f"{memory}-{threads}-{simd}"
+            with self.subTest(memory=memory, threads=threads, simd=simd):
+                nj, results = self.run_job(spec, tag, "--schedule", "sweep", "--threads", threads,
+                                           "--simd", simd)
+                self.assertEqual([answer(r) for r in results], [answer(r) for r in base])
+                for r in results:
+                    self.assertEqual(r["engine"]["schedule"], "sweep")
+                    self.assertGreaterEqual(r["engine"]["window"], 1)
+                    self.assertEqual(r["details"]["decode_steps"], 0, "no decode steps after the sweep")
+                if memory is None:  # resident: one window of every document
+                    self.assertEqual({r["engine"]["window"] for r in results}, {len(DOCS)})
 
     def test_labels_with_a_template_prefix_are_the_same_bits_as_one_at_a_time(self):
         self.check("Classify the ticket as one of: {labels}.\nTicket: {document}\nLabel:\n")
