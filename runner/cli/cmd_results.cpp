@@ -11,8 +11,8 @@
 
 #include "engine/io/durable.h"
 #include "engine/io/env.h"
-#include "jobs/job_spec.h"
-#include "jobs/output_paths.h"
+#include "jobs/spec/job_spec.h"
+#include "jobs/spec/output_paths.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
 #include "runner/cli/output.h"

@@ -23,6 +23,24 @@
 
 namespace nj::runner {
 
+namespace {
+
+void add_schedule_option(CLI::App& sub, std::string& schedule) {
+  sub.add_option("--schedule", schedule,
+                 "How classify jobs go through the model: sweep (layer by layer for a window of "
+                 "documents: each weight read once per window), passes (token-major passes), or "
+                 "auto (default: sweep whenever a window holds more than one document); the "
+                 "results are the same bits either way")
+      ->capture_default_str();
+}
+
+Status apply_schedule(const std::string& name, SchedulerOptions& options) {
+  NJ_ASSIGN_OR_RETURN(options.schedule, parse_schedule(name));
+  return Status();
+}
+
+}  // namespace
+
 void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& table) {
   struct Args {
     std::string home;
@@ -56,12 +74,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
          "Items per pass over the weights (default: the largest batch the job's memory budget "
          "holds, 16 when everything is resident); each item's output is what it would be alone")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--schedule", a->schedule,
-                  "How classify jobs go through the model: sweep (layer by layer for a window of "
-                  "documents: each weight read once per window), passes (token-major passes), or "
-                  "auto (default: sweep whenever a window holds more than one document); the "
-                  "results are the same bits either way")
-      ->capture_default_str();
+  add_schedule_option(*sub, a->schedule);
   sub->add_option("--io-threads", a->sched.io_threads,
                   "Reads in flight when a job's memory budget streams (default 8, at most " +
                       std::to_string(kMaxIoThreads) + ")")
@@ -110,9 +123,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
     }
     if (Status s = apply_compute_options(a->compute); !s.ok())
       return report_usage_error("--simd", s);
-    auto schedule = parse_schedule(a->schedule);
-    if (!schedule.ok()) return report_usage_error("--schedule", schedule.status());
-    a->sched.schedule = *schedule;
+    if (Status s = apply_schedule(a->schedule, a->sched); !s.ok())
+      return report_usage_error("--schedule", s);
     auto store = open_home_store(*home, /*create=*/true);
     if (!store.ok()) return report_failure(store.status());
     StopControl stop(deadline, a->until);

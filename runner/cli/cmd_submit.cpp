@@ -13,11 +13,11 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/util/units.h"
-#include "jobs/openai_batch.h"
-#include "jobs/output_paths.h"
-#include "jobs/shard.h"
-#include "jobs/spec_model.h"
-#include "jobs/spec_parser.h"
+#include "jobs/openai/openai_batch.h"
+#include "jobs/spec/output_paths.h"
+#include "jobs/inputs/shard.h"
+#include "jobs/spec/spec_model.h"
+#include "jobs/spec/spec_parser.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
 #include "runner/cli/output.h"

@@ -6,7 +6,7 @@
 
 #include "engine/runtime/model.h"
 #include "engine/plan/planner.h"
-#include "jobs/label_trie.h"
+#include "jobs/spec/label_trie.h"
 #include "runner/run/scheduler.h"
 #include "runner/store/job_kind.h"
 #include "runner/store/job_settings.h"

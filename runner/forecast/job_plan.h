@@ -28,7 +28,7 @@
 #include "engine/plan/pass_cost.h"
 #include "engine/plan/sweep_plan.h"
 #include "engine/util/status.h"
-#include "jobs/job_spec.h"
+#include "jobs/spec/job_spec.h"
 #include "runner/run/scheduler.h"
 #include "runner/store/job_store.h"
 

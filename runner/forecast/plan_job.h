@@ -11,7 +11,7 @@
 
 #include "engine/plan/kernel_rates.h"
 #include "engine/util/status.h"
-#include "jobs/job_spec.h"
+#include "jobs/spec/job_spec.h"
 #include "runner/forecast/job_plan.h"
 #include "runner/forecast/model_read_probe.h"
 

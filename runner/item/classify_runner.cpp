@@ -13,8 +13,8 @@
 #include "engine/ops/numerics.h"
 #include "engine/session/sampler.h"
 #include "engine/session/session.h"
-#include "jobs/job_spec.h"
-#include "jobs/label_trie.h"
+#include "jobs/spec/job_spec.h"
+#include "jobs/spec/label_trie.h"
 #include "runner/item/chunked_feed.h"
 #include "runner/item/clock.h"
 #include "runner/item/item_end.h"
@@ -310,8 +310,12 @@ void ClassifyRun::share_prefix() {
     return;
   if (session_->position() != static_cast<int64_t>(settings_.prefix_ids.size()))
     return;  // a document checkpoint was restored: the document starts from it
-  auto shared = std::make_shared<const SequenceState>(session_->state());
-  env_.passes.put_shared_state(prefix_key(claim_.job.id), shared);
+  // Items that waited at the prefix gate loaded their own copy: the window keeps one.
+  auto shared = env_.passes.shared_state(prefix_key(claim_.job.id));
+  if (!shared) {
+    shared = std::make_shared<const SequenceState>(session_->state());
+    env_.passes.put_shared_state(prefix_key(claim_.job.id), shared);
+  }
   start_ = std::move(shared);
   session_->set_state(SequenceState{});
 }

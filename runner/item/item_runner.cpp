@@ -15,7 +15,7 @@
 #include "engine/session/session.h"
 #include "engine/speculative/decode.h"
 #include "jobs/chat/chat_reply.h"
-#include "jobs/job_spec.h"
+#include "jobs/spec/job_spec.h"
 #include "runner/item/chunked_feed.h"
 #include "runner/item/clock.h"
 #include "runner/item/item_end.h"

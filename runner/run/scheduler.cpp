@@ -23,7 +23,7 @@
 #include "runner/durable/prefix_states.h"
 #include "runner/store/job_kind.h"
 #include "runner/store/job_settings.h"
-#include "jobs/label_trie.h"
+#include "jobs/spec/label_trie.h"
 
 namespace nj::runner {
 namespace {

@@ -15,7 +15,7 @@
 #include "engine/plan/sweep_plan.h"
 #include "engine/runtime/model_plan.h"
 #include "engine/speculative/draft_length.h"
-#include "jobs/job_spec.h"
+#include "jobs/spec/job_spec.h"
 #include "runner/item/item_runner.h"
 #include "runner/item/pass_group.h"
 #include "runner/item/progress.h"

@@ -7,7 +7,7 @@
 
 #include "engine/io/durable.h"
 #include "engine/io/env.h"
-#include "jobs/shard.h"
+#include "jobs/inputs/shard.h"
 
 namespace nj::runner {
 namespace {

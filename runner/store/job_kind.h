@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "jobs/job_spec.h"
+#include "jobs/spec/job_spec.h"
 #include "runner/store/job_store.h"
 #include "runner/store/job_settings.h"
 

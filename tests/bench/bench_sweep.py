@@ -49,6 +49,7 @@ def main():
     ap.add_argument("--disk-seconds", type=float, default=20)
     ap.add_argument("--work", default=None)
     a = ap.parse_args()
+    a.model = os.path.abspath(a.model)  # the spec is read relative to its own directory
     work = a.work or bn.tempfile.mkdtemp(prefix="sweep-bench-")
     os.makedirs(work, exist_ok=True)
     short = bn.documents(a.docs, max(1, a.doc_tokens - 50), a.bin, a.model)

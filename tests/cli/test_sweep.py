@@ -80,22 +80,23 @@ class Sweep(unittest.TestCase):
         base = self.run_job(self.spec(template), "one", "--batch", "1", "--threads", "1")[1]
         self.assertEqual([r["engine"]["schedule"] for r in base], ["passes"] * len(DOCS))
         self.assertTrue(any(r["details"]["decode_steps"] > 0 for r in base), "the label trie is walked")
-        for threads in ("1", "2"):
-            minimum = self.minimum(self.spec(template), threads)
-            for memory in (None, minimum, 2 * minimum):
-                spec = self.spec(template, memory)
-                for simd in simd_levels():
-                    tag = f"{memory}-{threads}-{simd}"
-                    with self.subTest(memory=memory, threads=threads, simd=simd):
-                        nj, results = self.run_job(spec, tag, "--schedule", "sweep", "--threads", threads,
-                                                   "--simd", simd)
-                        self.assertEqual([answer(r) for r in results], [answer(r) for r in base])
-                        for r in results:
-                            self.assertEqual(r["engine"]["schedule"], "sweep")
-                            self.assertGreaterEqual(r["engine"]["window"], 1)
-                            self.assertEqual(r["details"]["decode_steps"], 0, "no decode steps after the sweep")
-                        if memory is None:  # resident: one window of every document
-                            self.assertEqual({r["engine"]["window"] for r in results}, {len(DOCS)})
+        # Every budget on every SIMD level, the thread count alternating (both on each level).
+        minimum = {t: self.minimum(self.spec(template), t) for t in ("1", "2")}
+        for k, (factor, simd) in enumerate((f, s) for f in (0, 1, 2) for s in simd_levels()):
+            threads = ("1", "2")[k % 2]
+            memory = factor * minimum[threads] or None
+            spec = self.spec(template, memory)
+            tag = f"{memory}-{threads}-{simd}"
+            with self.subTest(memory=memory, threads=threads, simd=simd):
+                nj, results = self.run_job(spec, tag, "--schedule", "sweep", "--threads", threads,
+                                           "--simd", simd)
+                self.assertEqual([answer(r) for r in results], [answer(r) for r in base])
+                for r in results:
+                    self.assertEqual(r["engine"]["schedule"], "sweep")
+                    self.assertGreaterEqual(r["engine"]["window"], 1)
+                    self.assertEqual(r["details"]["decode_steps"], 0, "no decode steps after the sweep")
+                if memory is None:  # resident: one window of every document
+                    self.assertEqual({r["engine"]["window"] for r in results}, {len(DOCS)})
 
     def test_labels_with_a_template_prefix_are_the_same_bits_as_one_at_a_time(self):
         self.check("Classify the ticket as one of: {labels}.\nTicket: {document}\nLabel:\n")
@@ -110,6 +111,22 @@ class Sweep(unittest.TestCase):
         _, passes = self.run_job(spec, "passes", "--threads", "2", "--schedule", "passes")
         self.assertEqual({r["engine"]["schedule"] for r in passes}, {"passes"})
         self.assertEqual([answer(r) for r in auto], [answer(r) for r in passes])
+
+    def test_submit_and_run_agree_on_a_classify_jobs_minimum(self):
+        """Issue 31: submit checks a classify job's budget with the plan run makes (one decision,
+        engine/runtime/model_plan.h), so the least budget submit accepts is the one run runs in."""
+        template = "Classify the ticket as one of: {labels}.\nTicket: {document}\nLabel:\n"
+        p = subprocess.run([ARGS.bin, "plan", self.spec(template), "--schedule", "passes", "--batch", "1",
+                            "--threads", "2", "--output", "json"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        minimum = json.loads(p.stdout)["min_memory_bytes"]
+        below = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home-below"))
+        p = below.run("submit", self.spec(template, minimum - 1, name="below"))
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertIn("memory", p.stderr)
+        _, results = self.run_job(self.spec(template, minimum, name="at"), "at", "--batch", "1",
+                                  "--schedule", "passes", "--threads", "2")
+        self.assertEqual({r["status"] for r in results}, {"done"})
 
     def test_an_unknown_schedule_is_refused(self):
         nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home"))

@@ -114,7 +114,9 @@ class TriageModel(unittest.TestCase):
         """{custom_id: result} of the job `spec_path`, run to the end in a fresh home."""
         nj = njtest.Nightjar(ARGS.bin, home)
         job = nj.submit(spec_path)
-        p = nj.run("run", *RUN, "--drain")
+        # Token-major passes, so that the trie walk shows as decode steps (a sweep gives the
+        # same labels with none: test_sweep.py).
+        p = nj.run("run", *RUN, "--drain", "--schedule", "passes")
         self.assertEqual(p.returncode, 0, p.stderr)
         results = {r["custom_id"]: r for r in nj.results(job)}
         for r in results.values():

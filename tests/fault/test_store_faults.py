@@ -37,9 +37,11 @@ RUN = ["--drain", "--threads", "1", "--commit-tokens", "3", "--commit-seconds", 
        "--checkpoint-tokens", "6", "--checkpoint-seconds", "3600", "--log-seconds", "3600"]
 # Result fields that differ between equal nights (wall and engine timings, attempts).
 # How a classification got its template's prefix state ("prefilled" or "restored") depends on
-# whether a run was interrupted after the prefill, not on the answer.
+# whether a run was interrupted after the prefill, not on the answer; so does how its documents
+# went through the model (a layer sweep of the documents left, or passes when one is left:
+# schedule, window, decode_steps).
 VOLATILE = {"timings", "usage", "engine", "attempts", "created_at", "prefill_s", "decode_s",
-            "prefix", "prefix_restore_s"}
+            "prefix", "prefix_restore_s", "schedule", "window", "decode_steps"}
 
 
 def write_night(work, model):

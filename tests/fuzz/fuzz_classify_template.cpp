@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "jobs/prompt_template.h"
+#include "jobs/spec/prompt_template.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

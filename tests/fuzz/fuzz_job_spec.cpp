@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "jobs/spec_parser.h"
+#include "jobs/spec/spec_parser.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {

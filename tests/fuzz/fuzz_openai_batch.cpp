@@ -4,7 +4,7 @@
 #include <set>
 #include <string>
 
-#include "jobs/openai_batch.h"
+#include "jobs/openai/openai_batch.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,5 +1,5 @@
 """The triage task as the engine runs it: examples/triage/triage.yaml's template and labels,
-the prompt's token ids, and label scoring over the labels' token trie (jobs/label_trie.h).
+the prompt's token ids, and label scoring over the labels' token trie (jobs/spec/label_trie.h).
 
   prompt  = ids(prefix) + ids(document) + ids(suffix)     each part tokenized on its own
   label   = ids(suffix + " " + label) after ids(suffix)   its tokens as the continuation

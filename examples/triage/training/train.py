@@ -151,7 +151,7 @@ def batches(examples, batch, rng):
 # ----------------------------------------------------------------------------- model use
 
 def label_log_probs(model, task, h, last):
-    """[B, labels] log of the label distribution the engine reports (jobs/label_trie.h): each
+    """[B, labels] log of the label distribution the engine reports (jobs/spec/label_trie.h): each
     label's log-probabilities at the branching nodes of its path, summed, normalized over the
     labels. h [B, T, hidden] comes from make_batch's ids; node k of the feed path sits k
     positions after the prompt's last one."""

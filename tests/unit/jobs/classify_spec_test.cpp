@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "jobs/label_trie.h"
-#include "jobs/spec_model.h"
-#include "jobs/spec_parser.h"
+#include "jobs/spec/label_trie.h"
+#include "jobs/spec/spec_model.h"
+#include "jobs/spec/spec_parser.h"
 
 namespace nj::jobs {
 namespace {

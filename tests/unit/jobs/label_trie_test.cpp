@@ -1,5 +1,5 @@
 // The label trie and classification math on synthetic logits (no model).
-#include "jobs/label_trie.h"
+#include "jobs/spec/label_trie.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>

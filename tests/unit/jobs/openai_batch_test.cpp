@@ -1,6 +1,6 @@
 // OpenAI Batch API input lines: parsed settings (sampling, thinking, stop strings,
 // logprobs) and positioned errors. The prompt layout is tested in chat_format_test.cpp.
-#include "jobs/openai_batch.h"
+#include "jobs/openai/openai_batch.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // The classification template grammar: placeholders, escapes and positioned errors.
-#include "jobs/prompt_template.h"
+#include "jobs/spec/prompt_template.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 // The shard function of Slurm arrays (jobs/shard.h): stable, total, balanced; and the
 // "I/N" syntax.
-#include "jobs/shard.h"
+#include "jobs/inputs/shard.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>

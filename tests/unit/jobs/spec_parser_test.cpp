@@ -1,9 +1,9 @@
 // Job spec parsing: values, defaults and overrides, path resolution, and positioned errors.
-#include "jobs/spec_parser.h"
+#include "jobs/spec/spec_parser.h"
 
 #include <catch2/catch.hpp>
 
-#include "jobs/spec_model.h"
+#include "jobs/spec/spec_model.h"
 
 namespace nj::jobs {
 namespace {

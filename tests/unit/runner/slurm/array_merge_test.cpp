@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
-#include "jobs/shard.h"
+#include "jobs/inputs/shard.h"
 #include "tests/unit/runner/store/store_test_util.h"
 
 namespace nj::runner {

@@ -46,7 +46,7 @@
 
 #include "engine/util/status.h"
 #include "jobs/chat/chat_format.h"
-#include "jobs/job_spec.h"
+#include "jobs/spec/job_spec.h"
 
 namespace nj::jobs {
 

@@ -1,13 +1,13 @@
 // The classify kind's keys: template, labels, inputs (glob, jsonl) or items, outputs.
-#include "jobs/classify_spec.h"
+#include "jobs/spec/classify_spec.h"
 
 #include <cctype>
 #include <filesystem>
 #include <map>
 #include <span>
 
-#include "jobs/document_inputs.h"
-#include "jobs/prompt_template.h"
+#include "jobs/inputs/document_inputs.h"
+#include "jobs/spec/prompt_template.h"
 
 namespace nj::jobs {
 namespace {

@@ -1,5 +1,5 @@
 // OpenAI Batch API input lines -> requests -> a generate JobSpec (format in openai_batch.h).
-#include "jobs/openai_batch.h"
+#include "jobs/openai/openai_batch.h"
 
 #include <filesystem>
 #include <limits>
@@ -12,8 +12,8 @@
 #include "engine/model/config.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "jobs/chat/chat_messages.h"
-#include "jobs/document_inputs.h"
-#include "jobs/spec_model.h"
+#include "jobs/inputs/document_inputs.h"
+#include "jobs/spec/spec_model.h"
 
 namespace nj::jobs {
 namespace {

@@ -1,5 +1,5 @@
 // yaml-cpp adapter: parse text or files, converting exceptions to Status with positions.
-#include "jobs/yaml_source.h"
+#include "jobs/inputs/yaml_source.h"
 
 #include "engine/io/file.h"
 

@@ -1,12 +1,12 @@
 // The output-path policy: resolution, containment, homes, protected files.
-#include "jobs/output_paths.h"
+#include "jobs/spec/output_paths.h"
 
 #include <fnmatch.h>
 #include <glob.h>
 
 #include <filesystem>
 
-#include "jobs/job_spec.h"
+#include "jobs/spec/job_spec.h"
 
 namespace nj::jobs {
 namespace {

@@ -42,7 +42,7 @@
 #include <string>
 
 #include "engine/util/status.h"
-#include "jobs/job_spec.h"
+#include "jobs/spec/job_spec.h"
 
 namespace nj::jobs {
 

@@ -1,5 +1,5 @@
 // expand_template: the classification template grammar (see prompt_template.h).
-#include "jobs/prompt_template.h"
+#include "jobs/spec/prompt_template.h"
 
 #include <cctype>
 #include <optional>

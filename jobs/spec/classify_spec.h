@@ -32,8 +32,8 @@
 
 #include <string>
 
-#include "jobs/job_spec.h"
-#include "jobs/spec_reader.h"
+#include "jobs/spec/job_spec.h"
+#include "jobs/inputs/spec_reader.h"
 
 namespace nj::jobs {
 

@@ -1,5 +1,5 @@
 // LabelTrie: building, the paths that need decode steps, and scoring (see label_trie.h).
-#include "jobs/label_trie.h"
+#include "jobs/spec/label_trie.h"
 
 #include <algorithm>
 #include <cassert>

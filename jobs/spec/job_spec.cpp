@@ -1,5 +1,5 @@
 // Job kinds by name and the JSON form of the settings stored with jobs and items.
-#include "jobs/job_spec.h"
+#include "jobs/spec/job_spec.h"
 
 #include <algorithm>
 

@@ -15,7 +15,7 @@
 #include "engine/session/sampler.h"
 #include "engine/util/status.h"
 #include "jobs/chat/chat_reply.h"
-#include "jobs/output_paths.h"
+#include "jobs/spec/output_paths.h"
 
 namespace nj::jobs {
 

@@ -1,6 +1,6 @@
 // Job spec parsing: the common keys, then the kind's own keys (generate: defaults, items;
 // classify: classify_spec.cpp).
-#include "jobs/spec_parser.h"
+#include "jobs/spec/spec_parser.h"
 
 #include <filesystem>
 #include <limits>
@@ -8,10 +8,10 @@
 
 #include "engine/io/file.h"
 #include "engine/util/units.h"
-#include "jobs/classify_spec.h"
-#include "jobs/document_inputs.h"
-#include "jobs/spec_reader.h"
-#include "jobs/yaml_source.h"
+#include "jobs/spec/classify_spec.h"
+#include "jobs/inputs/document_inputs.h"
+#include "jobs/inputs/spec_reader.h"
+#include "jobs/inputs/yaml_source.h"
 
 namespace nj::jobs {
 namespace {

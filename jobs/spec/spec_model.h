@@ -9,7 +9,7 @@
 #include "engine/model/config.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/status.h"
-#include "jobs/job_spec.h"
+#include "jobs/spec/job_spec.h"
 
 namespace nj::jobs {
 

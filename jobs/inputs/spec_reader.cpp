@@ -1,5 +1,5 @@
 // MapReader and SpecErrors: positioned, collected errors while reading YAML mappings.
-#include "jobs/spec_reader.h"
+#include "jobs/inputs/spec_reader.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,5 +1,5 @@
 // Document inputs: glob(3) over files and JSON Lines, with errors naming file and line.
-#include "jobs/document_inputs.h"
+#include "jobs/inputs/document_inputs.h"
 
 #include <glob.h>
 

@@ -1,5 +1,5 @@
 // The shard function and the "I/N" syntax (formats in jobs/shard.h).
-#include "jobs/shard.h"
+#include "jobs/inputs/shard.h"
 
 #include <cassert>
 #include <charconv>

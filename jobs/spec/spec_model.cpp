@@ -1,6 +1,6 @@
 // Spec-against-model checks: model directory, text prompts, vocabulary range; for classify
 // the template, label and document tokens and the label trie.
-#include "jobs/spec_model.h"
+#include "jobs/spec/spec_model.h"
 
 #include <algorithm>
 #include <optional>
@@ -14,7 +14,7 @@
 #include "engine/runtime/model.h"
 #include "engine/plan/planner.h"
 #include "engine/runtime/model_plan.h"
-#include "jobs/label_trie.h"
+#include "jobs/spec/label_trie.h"
 
 namespace nj::jobs {
 namespace {
