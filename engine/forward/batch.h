@@ -58,6 +58,23 @@ struct SequenceUsage {
   void add(const SequenceUsage& o);
 };
 
+// The share of one pass (Forward's PassStats) or one layer sweep (SweepStats) owed by a
+// sequence that brought `own_rows` of its rows.
+template <class Stats>
+SequenceUsage usage_share(uint64_t own_rows, const Stats& pass) {
+  const double share = static_cast<double>(own_rows) / pass.rows;
+  SequenceUsage u;
+  u.tokens = own_rows;
+  u.passes = 1;
+  u.max_batch = pass.sequences;
+  u.compute_s = share * pass.compute_s;
+  u.wait_s = share * pass.wait_s;
+  u.bytes_read = share * static_cast<double>(pass.bytes_read());
+  u.trunk_bytes_read = share * static_cast<double>(pass.trunk_bytes_read);
+  u.expert_bytes_read = share * static_cast<double>(pass.expert_bytes_read);
+  return u;
+}
+
 // One sequence's part of a pass.
 struct SeqStep {
   SequenceState* state = nullptr;  // advanced by the pass (position, tokens, caches, logits)

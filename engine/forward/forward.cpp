@@ -262,20 +262,8 @@ Status Forward::run(std::span<SeqStep> steps) {
   stats_.max_sequences = std::max(stats_.max_sequences, S);
   stats_.sequence_passes += static_cast<uint64_t>(S);
   if (options_.record_routing && decode_only) routing_.add_tokens(static_cast<uint64_t>(R));
-  for (const SeqStep& s : steps) {
-    if (!s.usage) continue;
-    const double share = static_cast<double>(s.ids.size()) / R;
-    SequenceUsage u;
-    u.tokens = s.ids.size();
-    u.passes = 1;
-    u.max_batch = S;
-    u.compute_s = share * last_.compute_s;
-    u.wait_s = share * last_.wait_s;
-    u.bytes_read = share * static_cast<double>(last_.bytes_read());
-    u.trunk_bytes_read = share * static_cast<double>(last_.trunk_bytes_read);
-    u.expert_bytes_read = share * static_cast<double>(last_.expert_bytes_read);
-    s.usage->add(u);
-  }
+  for (const SeqStep& s : steps)
+    if (s.usage) s.usage->add(usage_share(s.ids.size(), last_));
   return Status();
 }
 

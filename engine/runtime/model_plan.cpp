@@ -25,14 +25,7 @@ int decide_batch(int requested, int max_batch, int64_t items) {
 
 Result<ModelPlan> plan_model(const ModelLayout& layout, const ModelRequest& r) {
   ModelPlan m;
-  if (r.base) {
-    m.options = *r.base;
-    m.options.prefill_chunk = r.prefill_chunk;
-    m.options.max_context = static_cast<int>(std::max<int64_t>(1, r.context));
-    m.options.io_threads = r.io_threads;
-  } else {
-    m.options = plan_options_for(r.classify, r.context, r.prefill_chunk, r.io_threads);
-  }
+  m.options = plan_options_for(r.classify, r.context, r.prefill_chunk, r.io_threads);
   m.options.bandwidth_gbps = r.bandwidth_gbps;
   m.requested_batch = r.batch;
   const uint64_t memory = r.memory_bytes;
@@ -52,10 +45,7 @@ Result<ModelPlan> plan_model(const ModelLayout& layout, const ModelRequest& r) {
       m.asked_draft_tokens = memory > 0 ? kRunDraftTokens : 0;
       break;
   }
-  if (r.base && r.speculation == Speculation::kOff)
-    m.asked_draft_tokens = m.options.draft_tokens;  // the caller's own (generate's flags)
-  else
-    m.options.draft_tokens = m.asked_draft_tokens;
+  m.options.draft_tokens = m.asked_draft_tokens;
   NJ_ASSIGN_OR_RETURN(m.residency, plan_residency(layout, memory, m.options));
   if (r.speculation == Speculation::kAuto && m.asked_draft_tokens > 0) {
     const bool pays = m.residency.draft_tokens > 0 &&

@@ -55,9 +55,6 @@ struct ModelRequest {
   int prefill_chunk = kDefaultPrefillChunk;  // rows a prompt's pass carries at most
   int io_threads = kDefaultIoThreads;        // one staging buffer each (lossless packs)
   double bandwidth_gbps = PlanOptions{}.bandwidth_gbps;  // for the predicted seconds
-  // Set to override decision 1 (e.g. `generate`'s flags, `plan --model`'s); the batch,
-  // drafts, context, chunk and I/O threads above still apply.
-  const PlanOptions* base = nullptr;
 };
 
 struct ModelPlan {

@@ -282,20 +282,8 @@ Status Sweep::run(std::span<SweepSequence> seqs) {
   last_.expert_bytes_read = after.expert_bytes_read - before.expert_bytes_read;
   last_.other_bytes_read = after.embedding_bytes_read - before.embedding_bytes_read;
   last_.expert_computations = moe.expert_computations;
-  for (const SweepSequence& s : seqs) {
-    if (!s.usage) continue;
-    const double share = static_cast<double>(s.ids.size()) / R;
-    SequenceUsage u;
-    u.tokens = s.ids.size();
-    u.passes = 1;
-    u.max_batch = S;
-    u.compute_s = share * last_.compute_s;
-    u.wait_s = share * last_.wait_s;
-    u.bytes_read = share * static_cast<double>(last_.bytes_read());
-    u.trunk_bytes_read = share * static_cast<double>(last_.trunk_bytes_read);
-    u.expert_bytes_read = share * static_cast<double>(last_.expert_bytes_read);
-    s.usage->add(u);
-  }
+  for (const SweepSequence& s : seqs)
+    if (s.usage) s.usage->add(usage_share(s.ids.size(), last_));
   return Status();
 }
 

@@ -266,28 +266,21 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
   request.io_threads = run.io_threads;
   request.bandwidth_gbps = bandwidth_gbps;
   JobForecast f;
-  if (shape.classify && shape.schedule != Schedule::kPasses) {
-    PlanOptions base = plan_options_for(true, shape.context, run.prefill_chunk, run.io_threads);
-    base.bandwidth_gbps = bandwidth_gbps;
-    auto window = plan_sweep_window(layout, shape.memory_bytes, sweep_work(work), base);
-    if (!window.ok() && shape.schedule == Schedule::kSweep) return window.status();
-    const int documents = !window.ok()     ? 0
-                          : shape.batch > 0 ? std::min(shape.batch, window->documents)
-                                            : window->documents;
-    if (window.ok() && (shape.schedule == Schedule::kSweep || documents > 1)) {
-      f.sweep = true;
-      f.min_memory_bytes = window->min_memory_bytes;
-      f.window_documents = shape.batch > 0 ? std::min(shape.batch, window->documents)
-                                           : window->documents;
-      f.window_rows = window->rows / std::max(1, window->documents) * f.window_documents;
-      f.batch = f.window_documents;
-      f.max_batch = window->documents;
-      f.rows_per_pass = f.window_rows;
-      const PassCostModel cost(layout, window->residency, rates, bandwidth_gbps);
-      f.prediction = predict_sweeps(work, f.window_documents, run.prefill_chunk, cost);
-      f.sweeps = (static_cast<int64_t>(work.items.size()) + f.window_documents - 1) / f.window_documents;
-      return f;
-    }
+  NJ_ASSIGN_OR_RETURN(std::optional<SweepDecision> sweep,
+                      decide_sweep(layout, request, sweep_work(work), shape.schedule));
+  if (sweep) {
+    const SweepWindowPlan& window = sweep->window;
+    f.sweep = true;
+    f.min_memory_bytes = window.min_memory_bytes;
+    f.window_documents = sweep->documents;
+    f.window_rows = window.rows / std::max(1, window.documents) * f.window_documents;
+    f.batch = f.window_documents;
+    f.max_batch = window.documents;
+    f.rows_per_pass = f.window_rows;
+    const PassCostModel cost(layout, window.residency, rates, bandwidth_gbps);
+    f.prediction = predict_sweeps(work, f.window_documents, run.prefill_chunk, cost);
+    f.sweeps = (static_cast<int64_t>(work.items.size()) + f.window_documents - 1) / f.window_documents;
+    return f;
   }
   NJ_ASSIGN_OR_RETURN(ModelPlan plan, plan_model(layout, request));
   f.min_memory_bytes = plan.residency.min_memory_bytes;

@@ -97,7 +97,7 @@ struct JobRunShape {
   int prefill_chunk = 0;  // --prefill-chunk, or 0 for run's default
   int io_threads = 0;     // --io-threads, or 0 for run's default
   // A generate job's `speculative:`: the plan then holds draft rows as run's does
-  // (run_draft_tokens, scheduler.h).
+  // (plan_model, engine/runtime/model_plan.h).
   jobs::SpeculativeMode speculative = jobs::SpeculativeMode::kOff;
   Schedule schedule = Schedule::kAuto;  // a classify job's, as `run --schedule`
 };

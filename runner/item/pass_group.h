@@ -41,7 +41,7 @@ class PassGroup;
 // (engine/speculative/decode.h): the output, commits and checkpoints are plain decoding's.
 //   run       a generate item speculates when its job's `speculative:` is not off and the
 //             plan holds drafts; the plan holds them only for jobs whose mode asks
-//             (scheduler.h, run_draft_tokens), and a batch's items share their jobs' mode
+//             (engine/runtime/model_plan.h, plan_model), and a batch's items share their jobs' mode
 //             (the claim filter).
 //   lockstep  REQUIRES: the Forward takes tentative steps of 1 + draft_tokens rows for every
 //             sequence of a pass (ForwardOptions::tentative_rows, tentative_sequences).

@@ -47,23 +47,22 @@ Result<Schedule> parse_schedule(const std::string& name) {
   return invalid_argument("unknown schedule '" + name + "' (known: auto, sweep, passes)");
 }
 
-PlanOptions run_plan_options(bool classify, int64_t context, const SchedulerOptions& options) {
-  return plan_options_for(classify, context, options.prefill_chunk, options.io_threads);
-}
-
-Result<int> run_draft_tokens(jobs::SpeculativeMode mode, const ModelLayout* layout, uint64_t memory,
-                             PlanOptions po) {
-  if (mode == jobs::SpeculativeMode::kOff) return 0;
-  if (mode == jobs::SpeculativeMode::kNgram) return kRunDraftTokens;
-  if (memory == 0 || !layout) return 0;  // resident: speculation_pays never holds
-  po.draft_tokens = kRunDraftTokens;
-  NJ_ASSIGN_OR_RETURN(ResidencyPlan plan, plan_residency(*layout, memory, po));
-  return plan.draft_tokens > 0 && speculation_pays(pass_cost(*layout, plan), plan) ? kRunDraftTokens
-                                                                                   : 0;
-}
-
-int run_batch(int requested, int max_batch, int64_t items) {
-  return decide_batch(requested, max_batch, items);
+Result<std::optional<SweepDecision>> decide_sweep(const ModelLayout& layout,
+                                                  const ModelRequest& request,
+                                                  const SweepWork& work, Schedule schedule) {
+  if (!request.classify || schedule == Schedule::kPasses) return std::optional<SweepDecision>();
+  PlanOptions base =
+      plan_options_for(true, request.context, request.prefill_chunk, request.io_threads);
+  base.bandwidth_gbps = request.bandwidth_gbps;
+  auto window = plan_sweep_window(layout, request.memory_bytes, work, base);
+  if (!window.ok()) {
+    if (schedule == Schedule::kSweep) return window.status();
+    return std::optional<SweepDecision>();  // passes may still fit: they hold less per document
+  }
+  const int documents =
+      request.batch > 0 ? std::min(request.batch, window->documents) : window->documents;
+  if (schedule == Schedule::kAuto && documents <= 1) return std::optional<SweepDecision>();
+  return std::optional<SweepDecision>(SweepDecision{std::move(*window), documents});
 }
 
 int64_t items_for_batch(const std::vector<JobSummary>& jobs, const JobRow& job) {
@@ -187,23 +186,15 @@ class ModelCache {
     for (const auto& ids : c.label_ids) longest_label = std::max<int64_t>(longest_label, static_cast<int64_t>(ids.size()));
     work.document_rows = std::max<int64_t>(1, request.context - work.start_rows - longest_label);
     work.logits_rows = 1 + static_cast<int>(work.branch_rows);
-    PlanOptions base = plan_options_for(true, request.context, request.prefill_chunk,
-                                        request.io_threads);
-    base.bandwidth_gbps = request.bandwidth_gbps;
-    auto window = plan_sweep_window(layout, request.memory_bytes, work, base);
-    if (!window.ok()) {
-      if (options_.schedule == Schedule::kSweep) return window.status();
-      return std::optional<ModelPlan>();  // passes may still fit: they hold less per document
-    }
-    const int documents =
-        options_.batch > 0 ? std::min(options_.batch, window->documents) : window->documents;
-    if (options_.schedule == Schedule::kAuto && documents <= 1) return std::optional<ModelPlan>();
+    NJ_ASSIGN_OR_RETURN(std::optional<SweepDecision> sweep,
+                        decide_sweep(layout, request, work, options_.schedule));
+    if (!sweep) return std::optional<ModelPlan>();
     ModelPlan plan;
-    plan.options = window->options;
-    plan.residency = window->residency;
-    plan.batch = documents;
+    plan.options = sweep->window.options;
+    plan.residency = sweep->window.residency;
+    plan.batch = sweep->documents;
     plan.requested_batch = options_.batch;
-    plan.max_batch = window->documents;
+    plan.max_batch = sweep->window.documents;
     plan.pass_cost = pass_cost(layout, plan.residency);
     return std::optional<ModelPlan>(std::move(plan));
   }

@@ -62,29 +62,21 @@ struct SchedulerOptions {
 using nj::kDefaultResidentBatch;
 using nj::kMaxDefaultBatch;
 
-// The plan `run` makes for a job's model (before its batch is chosen): `context` positions,
-// and for a classification two states per item, last-row logits and windows (planner.h).
-PlanOptions run_plan_options(bool classify, int64_t context, const SchedulerOptions& options);
-
 // The most drafts per item per pass `run` plans for a speculating generate job; each item's
 // draft length adapts below it (engine/speculative/draft_length.h).
 using nj::kRunDraftTokens;
 
-// The drafts per item `run` plans for a generate job of `mode` whose model is planned with
-// `po` (its batch set) under `memory` (0: resident): ngram, kRunDraftTokens; auto,
-// kRunDraftTokens when the planner says speculation pays at that budget (speculation_pays:
-// the weights stream and one draft breaks even below 50 % acceptance; never when resident),
-// else 0; off, 0. The plan then holds as many of them as the memory left over from plain
-// decoding's plan allows (planner.h, step 4), possibly none. `layout` is needed only for
-// auto under a budget. Errors: the planner's.
-Result<int> run_draft_tokens(jobs::SpeculativeMode mode, const ModelLayout* layout, uint64_t memory,
-                             PlanOptions po);
-
-// The batch `run` uses under a budget whose plan holds `max_batch`: `requested` (--batch)
-// reduced to what the budget holds, or without it (0) the largest, at most kMaxDefaultBatch
-// and at most the `items` that could share it (a budget reserved for sequences that never
-// come would only hold fewer weights).
-int run_batch(int requested, int max_batch, int64_t items);
+// A classify job's layer sweeps under run's rules (engine/plan/sweep_plan.h): the window the
+// request's budget holds for `work`, its documents cut to the request's batch (--batch) when
+// given. nullopt: the job goes in token-major passes (--schedule passes, or auto when a window
+// would hold one document or not even one fits). Errors: the planner's under --schedule sweep.
+struct SweepDecision {
+  SweepWindowPlan window;
+  int documents = 0;  // per sweep
+};
+Result<std::optional<SweepDecision>> decide_sweep(const ModelLayout& layout,
+                                                  const ModelRequest& request,
+                                                  const SweepWork& work, Schedule schedule);
 
 // The queued and running items of the jobs whose items could share a batch with `job`'s
 // (the same model, budget and kind).
