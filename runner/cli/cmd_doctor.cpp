@@ -7,6 +7,7 @@
 #include "runner/cli/commands.h"
 #include "runner/forecast/doctor.h"
 #include "runner/cli/output.h"
+#include "runner/run/model_args.h"
 
 namespace nj::runner {
 
@@ -25,7 +26,7 @@ void add_doctor_command(CLI::App& app, const GlobalOptions&, CommandTable& table
   sub->add_option("--probe-size", args->probe_size, "Size of the temporary probe file (default 512MiB)");
   sub->add_flag("--no-memory-probe", args->no_memory, "Skip the memory-bandwidth measurement");
   table.emplace_back(sub, [args]() -> int {
-    auto probe = parse_bytes(args->probe_size);
+    auto probe = parse_size_flag(args->probe_size);
     if (!probe.ok()) return report_usage_error("--probe-size", probe.status());
     DoctorOptions options;
     options.dir = args->dir;
