@@ -130,7 +130,8 @@ std::string summary_table(const JobReport& r) {
                             : "- (no item finished yet)");
   t += row("engine time", format_seconds(r.engine_s));
   t += row("seconds per output token", r.s_per_token() ? fmt("%.4f", *r.s_per_token()) : "-");
-  if (auto per_hour = r.documents_per_hour()) t += row("documents per hour", fmt("%.0f", *per_hour));
+  if (auto per_hour = r.documents_per_hour(); per_hour && !r.labels.empty())
+    t += row("documents per hour", fmt("%.0f", *per_hour));
   t += row("waiting on disk",
            r.engine_s > 0 ? format_share(r.disk_share()) + " of engine time" : "- (no engine time)");
   t += row("bytes read", format_bytes(r.usage.bytes_read));
@@ -328,8 +329,17 @@ std::string report_html(const std::vector<JobReport>& jobs, double generated_at,
       h += share_bar(r.disk_share());
     }
     h += "<h3>Timeline</h3>\n";
-    h += kLegend;
-    h += timeline(r, generated_at, options.max_items);
+    const bool running = std::any_of(r.items.begin(), r.items.end(), [](const ItemReport& i) {
+      return i.state == ItemState::kRunning;
+    });
+    if (r.engine_s > 0 || running) {
+      h += kLegend;
+      h += timeline(r, generated_at, options.max_items);
+    } else {
+      // Nothing ran in the engine (a model that never opened): no bars that would look like
+      // work.
+      h += "<p>No item reached the engine (0 s of engine time): no timeline.</p>\n";
+    }
     h += "<h3>Items</h3>\n" + item_table(r, options.max_items);
   }
   return h + "</body>\n</html>\n";

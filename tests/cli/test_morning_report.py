@@ -138,7 +138,8 @@ class MorningReport(unittest.TestCase):
         review = root.find(".//table[@class='review']")
         self.assertEqual(len(review.findall("tr")) - 1, 7, "default --review 10 lists the 7 documents")
         legends = root.findall(".//p[@class='legend']")
-        self.assertEqual(len(legends), 3, "one legend per timeline")
+        self.assertEqual(len(legends), 2, "one legend per timeline; none for the job without engine time")
+        self.assertIn("No item reached the engine (0 s of engine time): no timeline.", html)
         swatches = {s.get("class") for s in legends[0].findall("span")}
         drawn = set(re.findall(r'<rect class="(io|compute|idle|failed|running)"', html))
         self.assertTrue({"swatch-" + c for c in drawn} <= swatches, (drawn, swatches))
