@@ -239,9 +239,10 @@ void read_no_op_fields(const json& body, OpenAiRequest& req, LineErrors& errors)
            "only 0 is supported (a penalty would change the output)");
   }
   const json* format = field(body, "response_format");
-  accept("response_format",
-         format && format->is_object() && format->size() == 1 && format->value("type", "") == "text",
-         "only {\"type\": \"text\"} is supported (a JSON format would change the output)");
+  accept(
+      "response_format",
+      format && format->is_object() && format->size() == 1 && format->value("type", "") == "text",
+      "only {\"type\": \"text\"} is supported (a JSON format would change the output)");
   const json* stream = field(body, "stream");
   accept("stream", stream && stream->is_boolean() && !stream->get<bool>(),
          "only false is supported (a batch is not streamed)");
@@ -271,6 +272,7 @@ OpenAiRequest read_request(const json& j, int line, LineErrors& errors) {
     errors.add(line, "body: missing or not an object");
     return req;
   }
+  // clang-format off
   check_keys(
       *body,
       {"messages", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed",
@@ -278,6 +280,7 @@ OpenAiRequest read_request(const json& j, int line, LineErrors& errors) {
        "user", "metadata", "presence_penalty", "frequency_penalty", "response_format", "stream",
        "logit_bias"},
       "body.", line, errors);
+  // clang-format on
   read_messages(*body, req, errors);
   read_sampling(*body, req, errors);
   read_no_op_fields(*body, req, errors);

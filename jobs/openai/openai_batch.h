@@ -45,8 +45,8 @@
 // costs hours. reasoning_effort and chat_template_kwargs may both be given when they agree.
 // A null value counts as absent. The fields accepted without effect are kept with the item
 // (its stored parameters' "accepted_fields"). Any other key of a request, its body or a
-// message is an error (an option silently ignored would change the answers). Messages render with K3's
-// chat format (jobs/chat/chat_format.h), which needs the model's tokenizer and its control
+// message is an error (an option silently ignored would change the answers). Messages render with
+// K3's chat format (jobs/chat/chat_format.h), which needs the model's tokenizer and its control
 // tokens. Every error names the file and the line ("<file>:<line>: custom_id: missing"), all
 // of a file's errors are reported together, and a rejected file yields no job.
 #pragma once

@@ -113,7 +113,6 @@ std::optional<int64_t> json_limit(const std::string& path, const char* key) {
   return std::nullopt;
 }
 
-
 }  // namespace
 
 std::optional<std::pair<int64_t, std::string>> model_max_context(const std::string& dir) {

@@ -112,8 +112,7 @@ std::optional<std::string> explain_parse_error(CLI::App& app, int argc, char** a
     command = w;
     break;
   }
-  if (!command.empty() &&
-      std::find(commands.begin(), commands.end(), command) == commands.end()) {
+  if (!command.empty() && std::find(commands.begin(), commands.end(), command) == commands.end()) {
     const std::string hint = closest(command, commands);
     return "unknown command '" + command + "'" +
            (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
@@ -143,10 +142,10 @@ std::optional<std::string> explain_parse_error(CLI::App& app, int argc, char** a
   for (const std::string& w : app.remaining()) unexpected.push_back(w);
   if (unexpected.empty()) return std::nullopt;
   // CLI11 keeps them last first; put them back in the command line's order.
-  std::stable_sort(unexpected.begin(), unexpected.end(), [&](const std::string& a,
-                                                             const std::string& b) {
-    return std::find(args.begin(), args.end(), a) < std::find(args.begin(), args.end(), b);
-  });
+  std::stable_sort(
+      unexpected.begin(), unexpected.end(), [&](const std::string& a, const std::string& b) {
+        return std::find(args.begin(), args.end(), a) < std::find(args.begin(), args.end(), b);
+      });
   std::string list;
   for (const std::string& w : unexpected) list += (list.empty() ? "" : " ") + w;
   return command + ": unexpected argument" + (unexpected.size() == 1 ? "" : "s") + ": " + list +

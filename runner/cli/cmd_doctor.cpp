@@ -5,8 +5,8 @@
 
 #include "engine/util/units.h"
 #include "runner/cli/commands.h"
-#include "runner/forecast/doctor.h"
 #include "runner/cli/output.h"
+#include "runner/forecast/doctor.h"
 #include "runner/run/model_args.h"
 
 namespace nj::runner {
@@ -34,8 +34,10 @@ void add_doctor_command(CLI::App& app, const GlobalOptions&, CommandTable& table
     options.measure_memory = !args->no_memory;
     auto report = run_doctor(options, NIGHTJAR_VERSION);
     if (!report.ok()) return report_failure(report.status());
-    if (args->output == "json") print_json(doctor_json(*report));
-    else std::fputs(doctor_text(*report).c_str(), stdout);
+    if (args->output == "json")
+      print_json(doctor_json(*report));
+    else
+      std::fputs(doctor_text(*report).c_str(), stdout);
     return 0;
   });
 }

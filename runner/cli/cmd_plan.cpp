@@ -16,15 +16,15 @@
 
 #include "engine/io/env.h"
 #include "engine/io/file.h"
-#include "engine/runtime/model.h"
-#include "engine/weights/pack.h"
 #include "engine/plan/planner.h"
+#include "engine/runtime/model.h"
 #include "engine/util/units.h"
+#include "engine/weights/pack.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
-#include "runner/run/model_args.h"
 #include "runner/cli/output.h"
 #include "runner/forecast/plan_job.h"
+#include "runner/run/model_args.h"
 #include "runner/store/home.h"
 
 namespace nj::runner {
@@ -59,7 +59,8 @@ int run_plan_job(const PlanJobArgs& a, const JobSource& source = {}) {
     if (!source.stored) return plan_job(a, now, deadline);
     // Not a file: a job id or name in the home's store.
     auto store = open_home_store(*home, /*create=*/false);
-    if (!store.ok()) return store.status().with_context(a.spec + ": no such file, so read as a job");
+    if (!store.ok())
+      return store.status().with_context(a.spec + ": no such file, so read as a job");
     auto job = (*store)->find_job(a.spec);
     if (!job.ok()) return job.status().with_context(a.spec + ": no such file, so read as a job");
     NJ_ASSIGN_OR_RETURN(auto items, (*store)->items(job->id));
@@ -277,7 +278,8 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
     if (!a->openai_batch.empty()) return run_plan_spec(*a, *sub);
     if (a->spec.empty() == a->model.empty())
       return report_usage_error(
-          "--model", invalid_argument("give a job spec, a job, --openai-batch FILE or --model DIR"));
+          "--model",
+          invalid_argument("give a job spec, a job, --openai-batch FILE or --model DIR"));
     if (!a->spec.empty()) return run_plan_spec(*a, *sub);
     return run_plan_model(*a);
   });

@@ -35,9 +35,9 @@ int write_outputs_now(JobStore& store, const JobRow& job, const Home& home) {
     return report_failure(written.status());
   }
   if (written->empty())
-    return report_failure(invalid_argument(
-        "job " + std::to_string(job.id) + " (" + job.name +
-        ") declares no outputs (outputs: in its spec, or submit --output-file)"));
+    return report_failure(
+        invalid_argument("job " + std::to_string(job.id) + " (" + job.name +
+                         ") declares no outputs (outputs: in its spec, or submit --output-file)"));
   if (Status s = store.record_outputs(job.id, *written, std::nullopt); !s.ok())
     return report_failure(s);
   for (const auto& path : *written) spdlog::info("wrote {}", path);

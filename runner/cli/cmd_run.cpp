@@ -221,8 +221,8 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
       until_text = a->until + " (" + local_datetime(*deadline) + ", in " +
                    format_duration(std::difftime(*deadline, now)) + ")";
       if (std::difftime(*deadline, now) > 23 * 3600 && a->until.size() <= 5)
-        spdlog::warn("--until {}: that time has passed today; the run stops tomorrow, {}",
-                     a->until, local_datetime(*deadline));
+        spdlog::warn("--until {}: that time has passed today; the run stops tomorrow, {}", a->until,
+                     local_datetime(*deadline));
     }
     if (Status s = apply_compute_options(a->compute); !s.ok())
       return report_usage_error("--simd", s);

@@ -312,8 +312,7 @@ CommandFn job_action(std::shared_ptr<JobActionArgs> a, ItemAction action, const 
     auto moved = ((**store).*action)(job->id, a->items);
     if (!moved.ok()) {
       // The store names the job by id; say its name too.
-      return report_failure(Status(moved.status().code(),
-                                   named + ": " + moved.status().message()));
+      return report_failure(Status(moved.status().code(), named + ": " + moved.status().message()));
     }
     if (a->output == "json") {
       nlohmann::json items = nlohmann::json::array();
@@ -356,7 +355,8 @@ void add_cancel_command(CLI::App& app, const GlobalOptions&, CommandTable& table
 void add_retry_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
   auto a = std::make_shared<JobActionArgs>();
   CLI::App* sub = app.add_subcommand(
-      "retry", "Queue a job's failed and cancelled items again, or only the ITEMs given (they resume)");
+      "retry",
+      "Queue a job's failed and cancelled items again, or only the ITEMs given (they resume)");
   sub->add_option("job", a->job, "A job id or name")->required();
   sub->add_option("items", a->items,
                   "Retry only these items (custom_id); each must be failed or cancelled, else "

@@ -15,9 +15,9 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/util/units.h"
+#include "jobs/inputs/shard.h"
 #include "jobs/openai/openai_batch.h"
 #include "jobs/spec/output_paths.h"
-#include "jobs/inputs/shard.h"
 #include "jobs/spec/spec_model.h"
 #include "jobs/spec/spec_parser.h"
 #include "runner/cli/commands.h"

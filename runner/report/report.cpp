@@ -60,12 +60,11 @@ void append_item_lines(const JobReport& r, size_t max_items, std::string& out) {
   for (const ItemReport* i : shown) {
     const auto wall = i->wall_s();
     const auto share = i->disk_share();
-    out += printf_string("  %-*s %-10s %8lld %8lld %9s %9s %6s", id_width,
-                         printable(i->custom_id).c_str(), item_state_name(i->state),
-                         static_cast<long long>(i->failed_attempts), static_cast<long long>(i->tokens),
-                         wall ? format_seconds(*wall).c_str() : "-",
-                         format_seconds(i->engine_s).c_str(),
-                         share ? format_share(*share).c_str() : "-");
+    out += printf_string(
+        "  %-*s %-10s %8lld %8lld %9s %9s %6s", id_width, printable(i->custom_id).c_str(),
+        item_state_name(i->state), static_cast<long long>(i->failed_attempts),
+        static_cast<long long>(i->tokens), wall ? format_seconds(*wall).c_str() : "-",
+        format_seconds(i->engine_s).c_str(), share ? format_share(*share).c_str() : "-");
     if (i->label) {
       out += "  " + printable(i->label_text());
       if (i->margin) out += printf_string(" margin %.3f", *i->margin);
@@ -76,9 +75,10 @@ void append_item_lines(const JobReport& r, size_t max_items, std::string& out) {
     out += "\n";
   }
   if (shown.size() < r.items.size())
-    out += "  ... and " + count_of(static_cast<int64_t>(r.items.size() - shown.size()), "more item",
-                                   "more items") +
-           " (--items 0 lists all)\n";
+    out +=
+        "  ... and " +
+        count_of(static_cast<int64_t>(r.items.size() - shown.size()), "more item", "more items") +
+        " (--items 0 lists all)\n";
 }
 
 }  // namespace
@@ -331,13 +331,13 @@ std::string summary_text(const std::vector<const JobReport*>& order) {
                        "JOB", "STATE", "DONE", "FAILED", "CANCELLED", "QUEUED", "RUNNING",
                        "FAILURES", "RETRIES");
   for (const JobReport* r : order) {
-    const std::string name =
-        (r->homes > 1 ? std::string("*") : std::to_string(r->job.id)) + " " + printable(r->job.name);
+    const std::string name = (r->homes > 1 ? std::string("*") : std::to_string(r->job.id)) + " " +
+                             printable(r->job.name);
     out += printf_string("  %-*s %-14s %6lld %6lld %9lld %6lld %7lld %8lld %7lld\n",
-                         static_cast<int>(name_width), name.c_str(), r->state(),
-                         (long long)r->done, (long long)r->failed, (long long)r->cancelled,
-                         (long long)r->queued, (long long)r->running,
-                         (long long)r->failed_attempts(), (long long)r->retries());
+                         static_cast<int>(name_width), name.c_str(), r->state(), (long long)r->done,
+                         (long long)r->failed, (long long)r->cancelled, (long long)r->queued,
+                         (long long)r->running, (long long)r->failed_attempts(),
+                         (long long)r->retries());
   }
   for (const JobReport* r : order) {
     if (!r->has_failures()) continue;
@@ -367,8 +367,8 @@ std::string classify_text(const JobReport& r, size_t review) {
   if (!counts.empty()) out += "  labels:           " + counts + "\n";
   const auto low = r.review(review);
   if (!low.empty()) {
-    out += "  review (the " + count_of(static_cast<int64_t>(low.size()), "lowest margin",
-                                         "lowest margins") +
+    out += "  review (the " +
+           count_of(static_cast<int64_t>(low.size()), "lowest margin", "lowest margins") +
            ", least certain first):\n";
     for (const ItemReport* i : low)
       out += printf_string("    %-30s %-20s margin %.3f\n", printable(i->custom_id).c_str(),
@@ -417,8 +417,8 @@ std::string report_text(const std::vector<JobReport>& jobs, const ReportOptions&
     out += batch_timeline(r);
     if (r.engine_s > 0)
       out += "  waiting on disk:  " + format_share(r.disk_share()) + " of engine time (" +
-             format_seconds(r.usage.io_wait_s) + " I/O wait, " +
-             format_seconds(r.usage.compute_s) + " compute)\n";
+             format_seconds(r.usage.io_wait_s) + " I/O wait, " + format_seconds(r.usage.compute_s) +
+             " compute)\n";
     else
       out += "  waiting on disk:  - (no engine time)\n";
     out += "  bytes read:       " + format_bytes(r.usage.bytes_read) + " (" +
@@ -467,19 +467,20 @@ nlohmann::json report_json(const std::vector<JobReport>& jobs, double generated_
         {"engine_s", r.engine_s},
         {"disk_share", r.engine_s > 0 ? nlohmann::json(r.disk_share()) : nlohmann::json(nullptr)},
         {"bytes_read", r.usage.bytes_read},
-        {"outputs", r.job.outputs_state
-                        ? nlohmann::json{{"state", *r.job.outputs_state},
-                                         {"error", r.job.outputs_error
-                                                       ? nlohmann::json(*r.job.outputs_error)
-                                                       : nlohmann::json(nullptr)}}
-                        : nlohmann::json(nullptr)},
+        {"outputs",
+         r.job.outputs_state
+             ? nlohmann::json{{"state", *r.job.outputs_state},
+                              {"error", r.job.outputs_error ? nlohmann::json(*r.job.outputs_error)
+                                                            : nlohmann::json(nullptr)}}
+             : nlohmann::json(nullptr)},
         {"failed_items", failed}};
     if (is_classify(r.job)) {
       nlohmann::json counts = nlohmann::json::object();
       for (const auto& [label, n] : r.label_counts()) counts[label] = n;
       nlohmann::json review = nlohmann::json::array();
       for (const ItemReport* i : r.review(options.review))
-        review.push_back({{"custom_id", i->custom_id}, {"label", *i->label}, {"margin", *i->margin}});
+        review.push_back(
+            {{"custom_id", i->custom_id}, {"label", *i->label}, {"margin", *i->margin}});
       j["documents_per_hour"] = opt(r.documents_per_hour());
       j["label_counts"] = counts;
       j["review"] = review;

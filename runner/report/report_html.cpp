@@ -72,7 +72,8 @@ std::string jobs_summary(const std::vector<const JobReport*>& order) {
                   html_escape(i.last_error.value_or("")) + "</td></tr>\n";
     }
     if (r->job.outputs_state == "failed")
-      failures += "<tr><td>" + html_escape(r->job.name) + "</td><td>(outputs)</td><td></td><td></td><td>" +
+      failures += "<tr><td>" + html_escape(r->job.name) +
+                  "</td><td>(outputs)</td><td></td><td></td><td>" +
                   html_escape(outputs_text(r->job)) + "</td></tr>\n";
   }
   if (!failures.empty())
@@ -107,8 +108,9 @@ std::string label_chart(const JobReport& r) {
 std::string review_table(const JobReport& r, size_t n) {
   const auto low = r.review(n);
   if (low.empty()) return "";
-  std::string t = "<table class=\"review\">\n<tr><th>item</th><th>label</th><th>p</th>"
-                  "<th>margin</th></tr>\n";
+  std::string t =
+      "<table class=\"review\">\n<tr><th>item</th><th>label</th><th>p</th>"
+      "<th>margin</th></tr>\n";
   for (const ItemReport* i : low)
     t += "<tr><td>" + html_escape(i->custom_id) + "</td><td>" + html_escape(*i->label) +
          "</td><td class=\"num\">" + (i->label_prob ? fmt("%.3f", *i->label_prob) : "-") +
@@ -132,8 +134,8 @@ std::string summary_table(const JobReport& r) {
   t += row("seconds per output token", r.s_per_token() ? fmt("%.4f", *r.s_per_token()) : "-");
   if (auto per_hour = r.documents_per_hour(); per_hour && !r.labels.empty())
     t += row("documents per hour", fmt("%.0f", *per_hour));
-  t += row("waiting on disk",
-           r.engine_s > 0 ? format_share(r.disk_share()) + " of engine time" : "- (no engine time)");
+  t += row("waiting on disk", r.engine_s > 0 ? format_share(r.disk_share()) + " of engine time"
+                                             : "- (no engine time)");
   t += row("bytes read", format_bytes(r.usage.bytes_read));
   if (r.job.outputs_state) t += row("outputs", outputs_text(r.job));
   return t + "</table>\n";
@@ -195,8 +197,10 @@ std::string timeline(const JobReport& r, double now, size_t max_items) {
   for (int tick = 0; tick <= 4; ++tick) {
     const double x = kLabelWidth + plot * tick / 4.0;
     s += "<text x=\"" + fmt("%.1f", x) + "\" y=\"12\" text-anchor=\"" +
-         (tick == 0 ? "start" : tick == 4 ? "end" : "middle") + "\">" +
-         html_escape(tick_label(span * tick / 4.0, span)) + "</text>";
+         (tick == 0   ? "start"
+          : tick == 4 ? "end"
+                      : "middle") +
+         "\">" + html_escape(tick_label(span * tick / 4.0, span)) + "</text>";
   }
   s += "\n";
   for (size_t k = 0; k < n; ++k) {
@@ -210,7 +214,8 @@ std::string timeline(const JobReport& r, double now, size_t max_items) {
     if (const auto wall = i.wall_s()) {
       const double x = kLabelWidth + plot * (*i.started_at - t0) / span;
       const double w = std::max(plot * *wall / span, 1.0);
-      const double busy = *wall > 0 ? std::clamp(i.engine_s / *wall, 0.0, 1.0) : (i.engine_s > 0 ? 1.0 : 0.0);
+      const double busy =
+          *wall > 0 ? std::clamp(i.engine_s / *wall, 0.0, 1.0) : (i.engine_s > 0 ? 1.0 : 0.0);
       const double io = w * busy * i.disk_share().value_or(0.0);
       const double compute = w * busy - io;
       if (i.state == ItemState::kFailed) {
@@ -245,9 +250,8 @@ std::string item_table(const JobReport& r, size_t max_items) {
     const auto wall = i.wall_s();
     const auto share = i.disk_share();
     t += "<tr><td>" + html_escape(i.custom_id) + "</td><td" +
-         (i.state == ItemState::kFailed ? " class=\"bad\"" : "") + ">" +
-         item_state_name(i.state) + "</td><td class=\"num\">" +
-         std::to_string(i.failed_attempts) + "</td><td class=\"num\">" +
+         (i.state == ItemState::kFailed ? " class=\"bad\"" : "") + ">" + item_state_name(i.state) +
+         "</td><td class=\"num\">" + std::to_string(i.failed_attempts) + "</td><td class=\"num\">" +
          std::to_string(i.tokens) + "</td><td class=\"num\">" +
          (wall ? format_seconds(*wall) : "-") + "</td><td class=\"num\">" +
          format_seconds(i.engine_s) + "</td><td class=\"num\">" +
@@ -321,8 +325,7 @@ std::string report_html(const std::vector<JobReport>& jobs, double generated_at,
     if (!r.labels.empty() || !r.review(1).empty()) {
       h += "<h3>Labels</h3>\n" + label_chart(r);
       const std::string review = review_table(r, options.review);
-      if (!review.empty())
-        h += "<h3>To review: the lowest margins</h3>\n" + review;
+      if (!review.empty()) h += "<h3>To review: the lowest margins</h3>\n" + review;
     }
     if (r.engine_s > 0) {
       h += "<h3>Share of engine time waiting on disk: " + format_share(r.disk_share()) + "</h3>\n";

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/io/durable.h"
-#include "engine/io/lock_file.h"
 #include "engine/io/env.h"
+#include "engine/io/lock_file.h"
 #include "jobs/spec/job_spec.h"
 #include "jobs/spec/output_paths.h"
 #include "runner/results/openai_results.h"
@@ -134,8 +134,8 @@ Result<std::vector<std::string>> write_openai_outputs(JobStore& store, const Job
   auto checked = [&](const std::string& path, const char* flag) -> Status {
     auto resolved = jobs::check_output_path(path, rules);
     if (resolved.ok()) return Status();
-    return invalid_argument("job " + std::to_string(job.id) + " (" + job.name + "): " + flag +
-                            " " + path + ": " + resolved.status().message() + "; not written");
+    return invalid_argument("job " + std::to_string(job.id) + " (" + job.name + "): " + flag + " " +
+                            path + ": " + resolved.status().message() + "; not written");
   };
   NJ_ASSIGN_OR_RETURN(auto items, store.items(job.id));
   OpenAiBatchFiles files;

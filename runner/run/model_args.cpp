@@ -218,10 +218,9 @@ Result<std::string> read_text_input(const std::string& path) {
 
 Result<uint64_t> parse_size_flag(const std::string& text) {
   const size_t first = text.find_first_not_of(" \t");
-  const std::string s =
-      first == std::string::npos
-          ? std::string()
-          : text.substr(first, text.find_last_not_of(" \t") - first + 1);
+  const std::string s = first == std::string::npos
+                            ? std::string()
+                            : text.substr(first, text.find_last_not_of(" \t") - first + 1);
   if (!s.empty() && s.find_first_not_of("0123456789.") == std::string::npos)
     return invalid_argument("size '" + text + "' has no unit: write e.g. " + s + "GiB or " + s +
                             "MiB (" + s + "B for bytes)");

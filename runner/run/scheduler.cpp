@@ -441,8 +441,8 @@ class QueueRun {
   Next fail_open(const Claim& claim, const Status& why) {
     const ItemRow& item = claim.item;
     keeper_.remove(item.id);
-    const bool damaged = why.code() == StatusCode::kCorruption ||
-                         why.code() == StatusCode::kInvalidArgument;
+    const bool damaged =
+        why.code() == StatusCode::kCorruption || why.code() == StatusCode::kInvalidArgument;
     const double wait_s = retry_wait_s(options_, item.attempts);
     auto state = store_.fail_attempt(
         item.id, owner_, Progress{item.tokens_done, {}, 0, 0},
@@ -459,7 +459,8 @@ class QueueRun {
                   why.message());
     if (*state == ItemState::kFailed) {
       ++summary_.failed;
-      summary_.failed_items.push_back({claim.job.id, claim.job.name, item.custom_id, why.message()});
+      summary_.failed_items.push_back(
+          {claim.job.id, claim.job.name, item.custom_id, why.message()});
       auto outputs_ok = finish_job_if_complete(store_, claim.job, home_);
       if (!outputs_ok.ok()) {
         fail_run(outputs_ok.status());

@@ -558,8 +558,7 @@ Result<std::vector<JobStore::MovedItem>> JobStore::retry_items(
 
 Result<std::vector<JobStore::MovedItem>> JobStore::move_items(
     int64_t job_id, const std::vector<std::string>& custom_ids,
-    const std::vector<std::string>& from, const char* set, const char* kind,
-    const char* allowed) {
+    const std::vector<std::string>& from, const char* set, const char* kind, const char* allowed) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   const double now = clock_();
   struct Row {
@@ -609,8 +608,8 @@ Result<std::vector<JobStore::MovedItem>> JobStore::move_items(
     if (!refused.empty())
       return failed_precondition(joined(refused) + ": " + allowed + " (nothing changed)");
   }
-  NJ_ASSIGN_OR_RETURN(Stmt u, db_->prepare(std::string("UPDATE items SET ") + set +
-                                           " WHERE id = ?2"));
+  NJ_ASSIGN_OR_RETURN(Stmt u,
+                      db_->prepare(std::string("UPDATE items SET ") + set + " WHERE id = ?2"));
   std::vector<MovedItem> moved;
   for (const std::string& id : chosen) {
     const Row& r = rows[id];

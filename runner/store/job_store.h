@@ -406,9 +406,8 @@ class JobStore {
   // assignments (bound: ?1 = now), `kind` the event.
   Result<std::vector<MovedItem>> move_items(int64_t job_id,
                                             const std::vector<std::string>& custom_ids,
-                                            const std::vector<std::string>& from,
-                                            const char* set, const char* kind,
-                                            const char* allowed);
+                                            const std::vector<std::string>& from, const char* set,
+                                            const char* kind, const char* allowed);
   // The INSERTs of submit, inside the caller's transaction.
   Result<int64_t> insert_job(const NewJob& job, double now, const std::string* shard,
                              const std::string* digest);
