@@ -129,6 +129,23 @@ class CliEdges(unittest.TestCase):
         self.assertEqual((summary["done"], summary["failed"]), (0, 2))
         self.assertEqual(summary["failed_items"][0]["job"], {"id": job, "name": "cut"})
 
+    def test_doctor_checks_a_model_directory(self):
+        p = nightjar("doctor", "--dir", self.dir, "--probe-size", "4MiB", "--no-memory-probe", "--model", MODEL,
+                     "--output", "json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        m = json.loads(p.stdout)["model"]
+        config = json.load(open(os.path.join(MODEL, "config.json")))
+        self.assertEqual(m["vocab"], config["vocab_size"])
+        self.assertGreater(m["tensors"], 0)
+        self.assertGreater(m["min_memory_bytes"], 0)
+        cut = os.path.join(self.dir, "model-cut")
+        shutil.copytree(MODEL, cut)
+        (shard,) = glob.glob(os.path.join(cut, "*.safetensors"))
+        os.truncate(shard, os.path.getsize(shard) - 100)
+        p = nightjar("doctor", "--dir", self.dir, "--probe-size", "4MiB", "--no-memory-probe", "--model", cut)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertIn(shard, p.stderr)
+
     def test_run_output_json_and_plurals(self):
         job = self.nj.submit(self.spec(n=1))
         p = self.nj.run("run", "--drain", "--batch", "1", *RUN, "--output", "json")
