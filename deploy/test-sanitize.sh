@@ -17,7 +17,9 @@
 # cli_outputs_overwrite, cli_openai_examples, cli_doctor, cli_tokenize: 3-4x slower here;
 # and, measured here on 2026-12-02 at 410, 155, 100 and 79 s of the stage's 889 s,
 # cli_plan_spec, cli_backoff_and_stalled, cli_speculative, cli_classify_resume; and
-# cli_run_speculative, whose engine and runner paths the [runner][spec] Catch2 test runs here),
+# cli_run_speculative, whose engine and runner paths the [runner][spec] Catch2 test runs here;
+# cli_sweep_crash, whose boundary files and resumes the [sweep] Catch2 tests run here and
+# whose runner path cli_sweep does),
 # install_prefix and report_screenshot (cmake --install, and a browser rendering the page
 # cli_morning_report already builds here), and four that cannot or need not run under the
 # sanitizers:
@@ -48,7 +50,7 @@ cmake --build build-asan -j"$jobs"
 python_only='reference_.*|schema_contract'
 long_cli='cli_run|cli_classify|cli_state|cli_generate_batch|cli_openai_batch|cli_array|cli_outputs_overwrite|cli_openai_examples|cli_doctor|cli_tokenize'
 long_cli+='|cli_plan_spec|cli_backoff_and_stalled|cli_speculative|cli_classify_resume|cli_run_speculative'
-long_cli+='|install_prefix|report_screenshot'
+long_cli+='|cli_sweep_crash|install_prefix|report_screenshot'
 cannot='crash_sigkill|crash_sigkill_speculative|store_faults|cli_thread_limits|cli_disk_full_releases_lease'
 # Leaks are bugs too: LeakSanitizer checks every test process at exit.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
