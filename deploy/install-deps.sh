@@ -8,15 +8,20 @@
 #   deploy/install-deps.sh --fuzz     also clang with its libFuzzer and sanitizer runtimes and
 #                                     OpenMP, for tests/fuzz/run_fuzz.sh (-DNIGHTJAR_FUZZ=ON)
 #   deploy/install-deps.sh --sanitize the same clang packages, for deploy/test-sanitize.sh
+#   deploy/install-deps.sh --browser  also Chromium (development only, not a build or test
+#                                     dependency): tests/tools/report_screenshot.sh renders
+#                                     the HTML morning report headless and checks it
 set -euo pipefail
 
 slurm=0
 fuzz=0
+browser=0
 for arg in "$@"; do
   case "$arg" in
     --slurm) slurm=1 ;;
     --fuzz | --sanitize) fuzz=1 ;;
-    *) echo "usage: deploy/install-deps.sh [--slurm] [--fuzz] [--sanitize] (unknown argument '$arg')" >&2; exit 2 ;;
+    --browser) browser=1 ;;
+    *) echo "usage: deploy/install-deps.sh [--slurm] [--fuzz] [--sanitize] [--browser] (unknown argument '$arg')" >&2; exit 2 ;;
   esac
 done
 
@@ -42,6 +47,8 @@ if [ "$slurm" = 1 ]; then packages+=(slurm-wlm munge); fi
 # The fuzzers and the sanitizer build: clang 14 (Debian's default), its runtimes
 # (libclang_rt.fuzzer, asan, ubsan) and its OpenMP (the engine links OpenMP).
 if [ "$fuzz" = 1 ]; then packages+=(clang libclang-rt-14-dev libomp-14-dev); fi
+# Headless Chromium, for the report's screenshot check (development only).
+if [ "$browser" = 1 ]; then packages+=(chromium); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -8,7 +8,9 @@
 #   - the runner end to end, with its threads: cli_run_batch (batches, joins, cancel, fail,
 #     --until, two runs sharing a home), cli_submit, cli_validate, cli_report,
 #     cli_fifo_inputs, cli_smaller_findings, cli_non_finite_logits, cli_numerics_version,
-#     cli_output_write_failures.
+#     cli_output_write_failures, and (issue 34) cli_item_control (per-item cancel and retry in
+#     the store), cli_morning_report (the report's text, JSON and HTML), cli_edges (the
+#     command line's errors, a damaged model, run's JSON summary).
 # Left to the normal build: the Python-only tests (reference_*, schema_contract, the
 # tokenizer generator), the long CLI suites whose code paths the tests above already cover
 # (cli_run, cli_classify, cli_state, cli_generate_batch, cli_openai_batch, cli_array,
@@ -18,7 +20,9 @@
 # cli_run_speculative, whose engine and runner paths the [runner][spec] Catch2 test runs here;
 # cli_sweep_crash, whose boundary files and resumes the [sweep] Catch2 tests run here and
 # whose runner path cli_sweep does),
-# and four that cannot or need not run under the sanitizers:
+# install_prefix and report_screenshot (cmake --install, and a browser rendering the page
+# cli_morning_report already builds here), and four that cannot or need not run under the
+# sanitizers:
 #   crash_sigkill, crash_sigkill_speculative   SIGKILLs at random instants test durability,
 #                   not memory
 #   store_faults    the same night per injection point, already run in the normal build
@@ -46,7 +50,7 @@ cmake --build build-asan -j"$jobs"
 python_only='reference_.*|schema_contract'
 long_cli='cli_run|cli_classify|cli_state|cli_generate_batch|cli_openai_batch|cli_array|cli_outputs_overwrite|cli_openai_examples|cli_doctor|cli_tokenize'
 long_cli+='|cli_plan_spec|cli_backoff_and_stalled|cli_speculative|cli_classify_resume|cli_run_speculative'
-long_cli+='|cli_sweep_crash'
+long_cli+='|cli_sweep_crash|install_prefix|report_screenshot'
 cannot='crash_sigkill|crash_sigkill_speculative|store_faults|cli_thread_limits|cli_disk_full_releases_lease'
 # Leaks are bugs too: LeakSanitizer checks every test process at exit.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -1,6 +1,7 @@
 // OpenAI Batch API input lines -> requests -> a generate JobSpec (format in openai_batch.h).
 #include "jobs/openai/openai_batch.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -13,6 +14,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "jobs/chat/chat_messages.h"
 #include "jobs/inputs/document_inputs.h"
+#include "jobs/inputs/shard.h"
 #include "jobs/spec/spec_model.h"
 
 namespace nj::jobs {
@@ -181,7 +183,9 @@ void read_sampling(const json& body, OpenAiRequest& req, LineErrors& errors) {
                                std::to_string(kMaxTokensLimit));
     else
       req.params.max_tokens = static_cast<int>(v->get<int64_t>());
+    req.max_tokens_given = true;
   }
+  req.params.sampling.temperature = kDefaultOpenAiTemperature;
   if (const json* v = field(body, "temperature")) {
     if (!v->is_number() || v->get<double>() < 0)
       errors.add(req.line, "body.temperature: expected a number >= 0");
@@ -199,13 +203,52 @@ void read_sampling(const json& body, OpenAiRequest& req, LineErrors& errors) {
       errors.add(req.line, "body.seed: expected a whole number >= 0");
     else
       req.params.sampling.seed = v->get<uint64_t>();
+    req.seed_given = true;
   }
   if (const json* v = field(body, "n")) {
     if (!v->is_number_integer() || v->get<int64_t>() != 1)
       errors.add(req.line, "body.n: only 1 is supported (one completion per request)");
+    else
+      req.accepted_fields["n"] = *v;
   }
   if (const json* v = field(body, "model"); v && !v->is_string())
     errors.add(req.line, "body.model: expected text");
+}
+
+// The fields that change nothing in the output: accepted when they have their no-op value,
+// and recorded with the item; any other value would change the output, so it is an error.
+void read_no_op_fields(const json& body, OpenAiRequest& req, LineErrors& errors) {
+  auto accept = [&](const char* key, bool ok, const std::string& expected) {
+    const json* v = field(body, key);
+    if (!v) return;
+    if (ok)
+      req.accepted_fields[key] = *v;
+    else
+      errors.add(req.line, std::string("body.") + key + ": " + expected);
+  };
+  const json* user = field(body, "user");
+  accept("user", user && user->is_string(), "expected text");
+  const json* metadata = field(body, "metadata");
+  bool metadata_ok = metadata && metadata->is_object();
+  if (metadata_ok)
+    for (const auto& [k, v] : metadata->items()) metadata_ok = metadata_ok && v.is_string();
+  accept("metadata", metadata_ok, "expected an object of texts");
+  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
+    const json* v = field(body, penalty);
+    accept(penalty, v && v->is_number() && v->get<double>() == 0,
+           "only 0 is supported (a penalty would change the output)");
+  }
+  const json* format = field(body, "response_format");
+  accept(
+      "response_format",
+      format && format->is_object() && format->size() == 1 && format->value("type", "") == "text",
+      "only {\"type\": \"text\"} is supported (a JSON format would change the output)");
+  const json* stream = field(body, "stream");
+  accept("stream", stream && stream->is_boolean() && !stream->get<bool>(),
+         "only false is supported (a batch is not streamed)");
+  const json* bias = field(body, "logit_bias");
+  accept("logit_bias", bias && bias->is_object() && bias->empty(),
+         "only {} is supported (a bias would change the output)");
 }
 
 // One line's request; errors go to `errors` (the request is then incomplete).
@@ -229,13 +272,18 @@ OpenAiRequest read_request(const json& j, int line, LineErrors& errors) {
     errors.add(line, "body: missing or not an object");
     return req;
   }
+  // clang-format off
   check_keys(
       *body,
       {"messages", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed",
-       "n", "reasoning_effort", "chat_template_kwargs", "stop", "logprobs", "top_logprobs"},
+       "n", "reasoning_effort", "chat_template_kwargs", "stop", "logprobs", "top_logprobs",
+       "user", "metadata", "presence_penalty", "frequency_penalty", "response_format", "stream",
+       "logit_bias"},
       "body.", line, errors);
+  // clang-format on
   read_messages(*body, req, errors);
   read_sampling(*body, req, errors);
+  read_no_op_fields(*body, req, errors);
   read_thinking(*body, req, errors);
   read_reply_options(*body, req, errors);
   return req;
@@ -247,6 +295,13 @@ std::string default_job_name(const std::string& path) {
 }
 
 }  // namespace
+
+uint64_t derived_seed(const std::string& job_name, const std::string& custom_id) {
+  std::string key = job_name;
+  key.push_back('\0');
+  key += custom_id;
+  return custom_id_hash(key);  // XXH64 of the bytes, seed 0 (jobs/inputs/shard.h)
+}
 
 Result<std::vector<OpenAiRequest>> parse_openai_batch(const std::string& text,
                                                       const std::string& name) {
@@ -313,6 +368,7 @@ Result<JobSpec> load_openai_batch(const OpenAiBatchJob& job) {
   if (!controls.ok())
     return invalid_argument(job.path + ": " + spec.model_dir + ": " + controls.status().message());
 
+  const auto limit = model_max_context(spec.model_dir);
   for (const OpenAiRequest& req : requests) {
     ItemSpec item;
     item.id = req.custom_id;
@@ -320,6 +376,17 @@ Result<JobSpec> load_openai_batch(const OpenAiBatchJob& job) {
     item.prompt_where = item.where;
     item.prompt_ids = render_chat(*tok, *controls, req.messages, req.chat).ids;
     item.params = req.params;
+    if (!req.max_tokens_given) {
+      // OpenAI: up to the model's context; here at most the job's default, which bounds the
+      // state every sequence reserves. A prompt at the limit leaves 1 (check_job_fits_model
+      // then names the item).
+      int64_t n = job.default_max_tokens;
+      if (limit)
+        n = std::min<int64_t>(n, limit->first - static_cast<int64_t>(item.prompt_ids.size()));
+      item.params.max_tokens = static_cast<int>(std::max<int64_t>(1, n));
+    }
+    if (!req.seed_given) item.params.sampling.seed = derived_seed(spec.name, req.custom_id);
+    if (!req.accepted_fields.empty()) item.accepted_fields = req.accepted_fields;
     spec.items.push_back(std::move(item));
   }
   NJ_RETURN_IF_ERROR(check_spec_against_model(spec, *config, &*tok));

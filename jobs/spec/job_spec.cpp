@@ -118,7 +118,31 @@ int64_t job_max_context(const JobSpec& spec) {
 
 nlohmann::json item_params_to_json(const JobSpec& spec, const ItemSpec& item) {
   if (spec.classify) return {{"max_tokens", longest_label(spec)}};
-  return generate_params_to_json(item.params);
+  nlohmann::json j = generate_params_to_json(item.params);
+  if (item.accepted_fields) j["accepted_fields"] = *item.accepted_fields;
+  return j;
+}
+
+nlohmann::json openai_outputs_to_json(const OpenAiOutputs& o) {
+  return {{"output_file", o.output_file},
+          {"error_file", o.error_file ? nlohmann::json(*o.error_file) : nlohmann::json(nullptr)},
+          {"rules", output_rules_to_json(o.rules)}};
+}
+
+Result<OpenAiOutputs> openai_outputs_from_json(const nlohmann::json& j) {
+  OpenAiOutputs o;
+  if (!j.is_object() || !j.contains("output_file") || !j["output_file"].is_string())
+    return invalid_argument("job settings: openai_outputs.output_file missing or mistyped");
+  o.output_file = j["output_file"].get<std::string>();
+  if (auto it = j.find("error_file"); it != j.end() && !it->is_null()) {
+    if (!it->is_string())
+      return invalid_argument("job settings: openai_outputs.error_file mistyped");
+    o.error_file = it->get<std::string>();
+  }
+  auto it = j.find("rules");
+  if (it == j.end()) return invalid_argument("job settings: openai_outputs.rules missing");
+  NJ_ASSIGN_OR_RETURN(o.rules, output_rules_from_json(*it));
+  return o;
 }
 
 nlohmann::json classify_settings_to_json(const ClassifySpec& c) {
@@ -170,6 +194,7 @@ nlohmann::json job_settings_to_json(const JobSpec& spec) {
   j["max_context"] = job_max_context(spec);
   if (spec.classify) j["classify"] = classify_settings_to_json(*spec.classify);
   if (spec.kind == JobKind::kGenerate) j["speculative"] = speculative_mode_name(spec.speculative);
+  if (spec.openai_outputs) j["openai_outputs"] = openai_outputs_to_json(*spec.openai_outputs);
   return j;
 }
 

@@ -71,6 +71,20 @@ struct ItemSpec {
                                            // classify: the document's tokens + the suffix's
   GenerateParams params;
   std::optional<std::string> document;  // classify: the document's text
+  // An OpenAI request's fields accepted without effect (user, metadata, ...: openai_batch.h),
+  // as given; stored with the item's parameters as "accepted_fields".
+  std::optional<nlohmann::json> accepted_fields;
+};
+
+// Where an OpenAI batch job's results go when its last item ends (`submit --openai-batch IN
+// --output-file OUT [--error-file ERR]`): the Batch API's output file, one line per request
+// (runner/results/openai_results.h); with an error file, the lines of requests that did not
+// finish go there instead, as OpenAI splits them. Written atomically, checked against
+// `rules` (output_paths.h) right before each write.
+struct OpenAiOutputs {
+  std::string output_file;                // absolute
+  std::optional<std::string> error_file;  // absolute
+  OutputRules rules;
 };
 
 // A classify job's own settings (jobs/classify_spec.h); token ids are filled by
@@ -107,6 +121,7 @@ struct JobSpec {
   SpeculativeMode speculative = SpeculativeMode::kAuto;  // generate only; auto: on where it pays
   std::vector<ItemSpec> items;
   std::optional<ClassifySpec> classify;  // set exactly when kind is classify
+  std::optional<OpenAiOutputs> openai_outputs;  // an OpenAI batch job's output files, if asked
 };
 
 // The longest sequence an item of the job runs: prompt + max_tokens, or for classify prefix +
@@ -118,8 +133,14 @@ int64_t item_max_context(const JobSpec& spec, const ItemSpec& item);
 
 // The job-level settings as canonical JSON, stored with the job: name, kind, model,
 // memory_bytes, max_attempts, priority, source, max_context; for classify also "classify":
-// classify_settings_to_json.
+// classify_settings_to_json; with OpenAI output files "openai_outputs":
+// openai_outputs_to_json.
 nlohmann::json job_settings_to_json(const JobSpec& spec);
+
+// {"output_file", "error_file" (or null), "rules": output_rules_to_json}, and back
+// (InvalidArgument naming the field).
+nlohmann::json openai_outputs_to_json(const OpenAiOutputs& o);
+Result<OpenAiOutputs> openai_outputs_from_json(const nlohmann::json& j);
 
 // The per-item settings stored with each item: generate_params_to_json for generate, and
 // {"max_tokens": longest label in tokens} for classify (its output is the label's tokens).

@@ -187,4 +187,36 @@ Status check_declared_outputs(JobSpec& spec, const std::vector<std::string>& all
   return errors.empty() ? Status() : invalid_argument(errors);
 }
 
+Status check_openai_outputs(JobSpec& spec, const std::string& output_file,
+                            const std::optional<std::string>& error_file,
+                            const std::vector<std::string>& homes, const std::string& store_file) {
+  OpenAiOutputs o;
+  o.output_file = resolve_path(output_file);
+  if (error_file) o.error_file = resolve_path(*error_file);
+  OutputRules& rules = o.rules;
+  rules.spec_dir = std::filesystem::path(o.output_file).parent_path().string();
+  if (o.error_file)
+    rules.allowed_dirs.push_back(std::filesystem::path(*o.error_file).parent_path().string());
+  for (const std::string& home : homes) rules.homes.push_back(resolve_path(home));
+  rules.store_file = store_file;
+  rules.spec_file = resolve_path(spec.source);
+  rules.input_files.push_back(rules.spec_file);
+  std::string errors;
+  auto check = [&](const std::string& path, const char* flag) -> std::optional<std::string> {
+    auto resolved = check_output_path(path, rules);
+    if (resolved.ok()) return *resolved;
+    errors += (errors.empty() ? "" : "\n") + std::string(flag) + " " + path + ": " +
+              resolved.status().message();
+    return std::nullopt;
+  };
+  auto out = check(o.output_file, "--output-file");
+  auto err = o.error_file ? check(*o.error_file, "--error-file") : std::nullopt;
+  if (out && err && *out == *err)
+    errors += (errors.empty() ? "" : "\n") + std::string("--error-file ") + *o.error_file +
+              ": names the same file as --output-file; give each its own file";
+  if (!errors.empty()) return invalid_argument(errors);
+  spec.openai_outputs = std::move(o);
+  return Status();
+}
+
 }  // namespace nj::jobs

@@ -63,4 +63,14 @@ Result<std::string> check_output_path(const std::string& path, const OutputRules
 Status check_declared_outputs(JobSpec& spec, const std::vector<std::string>& allowed_dirs,
                               const std::vector<std::string>& homes, const std::string& store_file);
 
+// The OpenAI output (and error) file of `submit --openai-batch IN --output-file OUT
+// [--error-file ERR]`, checked as rules 2-4 say (never in a home, never the input file, not
+// the same file twice); their directories are allowed, since the command line names them
+// (rule 1 guards against paths an input file names). Sets spec.openai_outputs with the
+// rules recorded for the check before writing. InvalidArgument naming the flag and the
+// resolved path.
+Status check_openai_outputs(JobSpec& spec, const std::string& output_file,
+                            const std::optional<std::string>& error_file,
+                            const std::vector<std::string>& homes, const std::string& store_file);
+
 }  // namespace nj::jobs

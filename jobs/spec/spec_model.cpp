@@ -113,7 +113,8 @@ std::optional<int64_t> json_limit(const std::string& path, const char* key) {
   return std::nullopt;
 }
 
-// The model's maximum context and where it comes from, if the model states one.
+}  // namespace
+
 std::optional<std::pair<int64_t, std::string>> model_max_context(const std::string& dir) {
   std::optional<std::pair<int64_t, std::string>> out;
   if (auto v = json_limit(dir + "/config.json", "max_position_embeddings"))
@@ -123,8 +124,6 @@ std::optional<std::pair<int64_t, std::string>> model_max_context(const std::stri
     out = std::make_pair(*v, std::string("tokenizer_config.json model_max_length"));
   return out;
 }
-
-}  // namespace
 
 Status check_job_fits_model(const JobSpec& spec) {
   std::vector<std::string> errors;

@@ -18,6 +18,11 @@ namespace nj::jobs {
 // Returns InvalidArgument listing every problem as "<spec>:<line>:<col>: <key>: <what>".
 Status bind_spec_to_model(JobSpec& spec);
 
+// The model's maximum context and where it comes from ("config.json
+// max_position_embeddings", or the tokenizer's model_max_length when smaller), if the model
+// states one.
+std::optional<std::pair<int64_t, std::string>> model_max_context(const std::string& dir);
+
 // The same against a loaded config and tokenizer (null: the model has none, so text prompts
 // are errors).
 Status check_spec_against_model(JobSpec& spec, const ModelConfig& config,

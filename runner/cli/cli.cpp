@@ -1,6 +1,12 @@
 // Command-line entry: global flags, logging to stderr, subcommand dispatch, exit codes.
 #include "runner/cli/cli.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -42,6 +48,118 @@ bool wants_json(int argc, char** argv) {
       return true;
   }
   return false;
+}
+
+// Edit distance (insertions, deletions, substitutions), for "did you mean".
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The candidate closest to `word` when it is close enough to be a typo (or `word` starts
+// it: `--temp` for `--temperature`), else "".
+std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const std::string& c : candidates) {
+    const size_t d = c.rfind(word, 0) == 0 && word.size() >= 3 ? 1 : edit_distance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+// The long option names of `app` ("--temperature"), hidden ones left out.
+std::vector<std::string> option_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->get_group().empty()) continue;
+    for (const std::string& n : opt->get_lnames()) names.push_back("--" + n);
+  }
+  return names;
+}
+
+// A clearer message than CLI11's for a mistyped command or option: "did you mean", and the
+// unexpected arguments in the order they were given. nullopt: keep CLI11's.
+std::optional<std::string> explain_parse_error(CLI::App& app, int argc, char** argv,
+                                               const CLI::ParseError& e) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> commands;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    commands.push_back(sub->get_name());
+  // The subcommand: the first word that is not an option or a global option's value.
+  std::string command;
+  size_t at = 0;
+  for (; at < args.size(); ++at) {
+    const std::string& w = args[at];
+    if (w == "--home" || w == "--output") {
+      ++at;
+      continue;
+    }
+    if (!w.empty() && w[0] == '-') continue;
+    command = w;
+    break;
+  }
+  if (!command.empty() && std::find(commands.begin(), commands.end(), command) == commands.end()) {
+    const std::string hint = closest(command, commands);
+    return "unknown command '" + command + "'" +
+           (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+           "; `nightjar --help` lists the commands";
+  }
+  if (command.empty() || dynamic_cast<const CLI::ExtrasError*>(&e) == nullptr) return std::nullopt;
+  CLI::App* sub = nullptr;
+  for (CLI::App* s : app.get_subcommands([](CLI::App*) { return true; }))
+    if (s->get_name() == command) sub = s;
+  if (!sub) return std::nullopt;
+  std::vector<std::string> names = option_names(*sub);
+  for (const std::string& n : option_names(app)) names.push_back(n);
+  std::vector<std::string> unexpected;  // in the order given
+  for (size_t k = at + 1; k < args.size(); ++k) {
+    std::string w = args[k];
+    if (w == "--") break;
+    if (w.rfind("--", 0) == 0) {
+      const std::string name = w.substr(0, w.find('='));
+      if (sub->get_option_no_throw(name) || app.get_option_no_throw(name)) continue;
+      const std::string hint = closest(name, names);
+      return command + ": unknown option " + name +
+             (hint.empty() ? "" : " (did you mean " + hint + "?)") + "; `nightjar " + command +
+             " --help` lists its options";
+    }
+  }
+  for (const std::string& w : sub->remaining()) unexpected.push_back(w);
+  for (const std::string& w : app.remaining()) unexpected.push_back(w);
+  if (unexpected.empty()) return std::nullopt;
+  // CLI11 keeps them last first; put them back in the command line's order.
+  std::stable_sort(
+      unexpected.begin(), unexpected.end(), [&](const std::string& a, const std::string& b) {
+        return std::find(args.begin(), args.end(), a) < std::find(args.begin(), args.end(), b);
+      });
+  std::string list;
+  for (const std::string& w : unexpected) list += (list.empty() ? "" : " ") + w;
+  return command + ": unexpected argument" + (unexpected.size() == 1 ? "" : "s") + ": " + list +
+         "; `nightjar " + command + " --help` lists what it takes";
+}
+
+// A repeatable option takes one value per occurrence, so it never swallows the positional
+// after it (`report --home H JOB`, `validate --allow-outputs DIR SPEC`): options may come
+// before or after the positionals alike.
+void one_value_per_option(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    for (CLI::Option* opt : sub->get_options())
+      if (!opt->get_positional() && opt->get_items_expected_max() > 1) opt->allow_extra_args(false);
+  }
 }
 
 // Gives `home` (from --home before the subcommand) to the subcommand's own --home.
@@ -96,13 +214,20 @@ int run_cli(int argc, char** argv) {
   add_report_command(app, global, table);
   add_slurm_command(app, global, table);
   add_merge_command(app, global, table);
+  one_value_per_option(app);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);  // prints help / version / the parse error
-    if (rc == 0) return kExitOk;
-    if (json) print_json({{"error", error_json(kExitUsage, e.what())}});
+    const bool help = e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success);
+    const auto better = help ? std::nullopt : explain_parse_error(app, argc, argv, e);
+    if (!better) {
+      int rc = app.exit(e);  // prints help / version / the parse error
+      if (rc == 0) return kExitOk;
+    } else {
+      std::fprintf(stderr, "nightjar: %s\n", better->c_str());
+    }
+    if (json) print_json({{"error", error_json(kExitUsage, better.value_or(e.what()))}});
     return kExitUsage;
   }
   global.verbosity = verbose - quiet;

@@ -1,8 +1,10 @@
 // `nightjar plan --model DIR --memory SIZE [--bandwidth GBps] [--output json]`: the residency
 // plan for a budget, without reading any weights (headers only).
 // `nightjar plan SPEC.yaml [--bandwidth GBps] [--until HH:MM] [--batch N] [--output json]`:
-// a job's night predicted (plan_job.h).
+// a job's night predicted (plan_job.h); the same for `plan JOB` (a job in the home's store:
+// the work it has left) and `plan --openai-batch FILE --model DIR [--memory SIZE]`.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -14,21 +16,31 @@
 
 #include "engine/io/env.h"
 #include "engine/io/file.h"
-#include "engine/runtime/model.h"
-#include "engine/weights/pack.h"
 #include "engine/plan/planner.h"
+#include "engine/runtime/model.h"
 #include "engine/util/units.h"
+#include "engine/weights/pack.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
-#include "runner/run/model_args.h"
 #include "runner/cli/output.h"
 #include "runner/forecast/plan_job.h"
+#include "runner/run/model_args.h"
+#include "runner/store/home.h"
 
 namespace nj::runner {
 namespace {
 
-// `plan SPEC.yaml`: parses --until, predicts, prints; returns the exit code.
-int run_plan_job(const PlanJobArgs& a) {
+// What `plan` predicts a whole job from: a spec file, an OpenAI batch file or a job in the
+// home's store.
+struct JobSource {
+  std::optional<jobs::OpenAiBatchJob> openai_batch;
+  std::string home;  // a stored job's home flag (PlanJobArgs::spec names the job)
+  bool stored = false;
+};
+
+// `plan SPEC.yaml` / `plan --openai-batch FILE` / `plan JOB`: parses --until, predicts,
+// prints; returns the exit code.
+int run_plan_job(const PlanJobArgs& a, const JobSource& source = {}) {
   std::optional<std::time_t> deadline;
   const std::time_t now = std::time(nullptr);
   if (!a.until.empty()) {
@@ -36,7 +48,25 @@ int run_plan_job(const PlanJobArgs& a) {
     if (!t.ok()) return report_usage_error("--until", t.status());
     deadline = next_occurrence(*t, now);
   }
-  auto report = plan_job(a, now, deadline);
+  std::optional<Home> home;
+  if (source.stored) {
+    auto h = resolve_home(source.home);
+    if (!h.ok()) return report_usage_error("--home", h.status());
+    home = *h;
+  }
+  auto predict_it = [&]() -> Result<JobPlanReport> {
+    if (source.openai_batch) return plan_openai_batch(a, *source.openai_batch, now, deadline);
+    if (!source.stored) return plan_job(a, now, deadline);
+    // Not a file: a job id or name in the home's store.
+    auto store = open_home_store(*home, /*create=*/false);
+    if (!store.ok())
+      return store.status().with_context(a.spec + ": no such file, so read as a job");
+    auto job = (*store)->find_job(a.spec);
+    if (!job.ok()) return job.status().with_context(a.spec + ": no such file, so read as a job");
+    NJ_ASSIGN_OR_RETURN(auto items, (*store)->items(job->id));
+    return plan_stored_job(a, *job, items, now, deadline);
+  };
+  auto report = predict_it();
   if (!report.ok()) return report_failure(report.status());
   if (a.json)
     print_json(plan_job_json(a, *report));
@@ -54,14 +84,43 @@ struct PlanArgs {
   bool all_logits = false, no_pack = false;
   std::string routing_profile, pack_dir, pin_compressed = "auto";
   std::string spec, until, schedule = "auto";
+  std::string openai_batch, home;
 };
 
-// `plan SPEC.yaml`: the flags that apply to a spec, then the prediction.
+// `plan SPEC.yaml`, `plan JOB` and `plan --openai-batch FILE --model DIR [--memory SIZE]`:
+// the flags that apply to a whole job, then the prediction.
 int run_plan_spec(const PlanArgs& a, const CLI::App& sub) {
-  for (const char* flag : {"--memory", "--routing-profile", "--pack", "--no-pack",
-                           "--all-logits", "--max-context"})
+  JobSource source;
+  std::error_code ec;
+  if (!a.openai_batch.empty()) {
+    if (!a.spec.empty())
+      return report_usage_error("--openai-batch",
+                                invalid_argument("give a spec, a job or --openai-batch, not two"));
+    if (a.model.empty())
+      return report_usage_error("--openai-batch", invalid_argument("needs --model DIR"));
+    jobs::OpenAiBatchJob batch{a.openai_batch, a.model, "", std::nullopt};
+    if (!a.memory.empty()) {
+      auto b = parse_size_flag(a.memory);
+      if (!b.ok()) return report_usage_error("--memory", b.status());
+      batch.memory_bytes = *b;
+    }
+    source.openai_batch = batch;
+  } else if (!std::filesystem::exists(a.spec, ec)) {
+    source.stored = true;  // not a file: a job id or name in the home
+    source.home = a.home;
+  }
+  const char* what = source.openai_batch ? "an OpenAI batch file (its --model and --memory do)"
+                     : source.stored     ? "a job in the store (it has its own model and budget)"
+                                         : "a job spec";
+  for (const char* flag : {"--memory", "--model", "--routing-profile", "--pack", "--no-pack",
+                           "--all-logits", "--max-context"}) {
+    if (source.openai_batch && (std::string(flag) == "--memory" || std::string(flag) == "--model"))
+      continue;
     if (sub.count(flag) > 0)
-      return report_usage_error(flag, invalid_argument("does not apply to a job spec"));
+      return report_usage_error(flag, invalid_argument(std::string("does not apply to ") + what));
+  }
+  if (!source.stored && sub.count("--home") > 0)
+    return report_usage_error("--home", invalid_argument(std::string("does not apply to ") + what));
   PlanJobArgs job;
   job.spec = a.spec;
   if (sub.count("--measure-disk") > 0 && sub.count("--bandwidth") > 0)
@@ -78,7 +137,8 @@ int run_plan_spec(const PlanArgs& a, const CLI::App& sub) {
   if (!schedule.ok()) return report_usage_error("--schedule", schedule.status());
   job.schedule = *schedule;
   job.json = a.output == "json";
-  return run_plan_job(job);
+  if (source.openai_batch) job.spec = a.openai_batch;
+  return run_plan_job(job, source);
 }
 
 // `plan --model DIR`: where the weights would live under --memory.
@@ -91,7 +151,7 @@ int run_plan_model(const PlanArgs& a) {
     return report_usage_error("--threads", invalid_argument("goes with a job spec"));
   uint64_t budget = 0;
   if (!a.memory.empty()) {
-    auto b = parse_bytes(a.memory);
+    auto b = parse_size_flag(a.memory);
     if (!b.ok()) return report_usage_error("--memory", b.status());
     budget = *b;
   }
@@ -150,8 +210,14 @@ CLI::App* add_plan_options(CLI::App& app, PlanArgs* a) {
                          "Show where the weights would live under a memory budget, and the "
                          "predicted reads and seconds per decoded token");
   sub->add_option("spec", a->spec,
-                  "A job spec (YAML): predict the whole job as `run` would do it (its model and "
-                  "budget come from the spec; --model and --memory do not apply)");
+                  "A job spec (YAML), or a queued or running job's id or name in the home: "
+                  "predict the whole job (a stored job: the work it has left) as `run` would do "
+                  "it (its model and budget come from the spec or the store; --model and "
+                  "--memory do not apply)");
+  sub->add_option("--openai-batch", a->openai_batch,
+                  "Instead of a spec: an OpenAI Batch API input file, predicted as the job "
+                  "`submit --openai-batch` would queue (with --model, and --memory)");
+  add_home_option(*sub, a->home);
   sub->add_option("--model", a->model, "Model directory");
   sub->add_option("--until", a->until,
                   "With a spec: say whether the job ends before this local time, e.g. 07:00");
@@ -209,8 +275,11 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
   auto a = std::make_shared<PlanArgs>();
   CLI::App* sub = add_plan_options(app, a.get());
   table.emplace_back(sub, [a, sub]() -> int {
+    if (!a->openai_batch.empty()) return run_plan_spec(*a, *sub);
     if (a->spec.empty() == a->model.empty())
-      return report_usage_error("--model", invalid_argument("give a job spec or --model DIR"));
+      return report_usage_error(
+          "--model",
+          invalid_argument("give a job spec, a job, --openai-batch FILE or --model DIR"));
     if (!a->spec.empty()) return run_plan_spec(*a, *sub);
     return run_plan_model(*a);
   });

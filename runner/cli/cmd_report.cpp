@@ -1,6 +1,7 @@
-// `nightjar report [JOB...] [--home DIR] [--out report.html] [--items N]`: the morning
-// summary (runner/report/report.h) of the named jobs, or of every job in the store, as text on
-// stdout; with --out also as a self-contained HTML page, written atomically. Over several
+// `nightjar report [JOB...] [--home DIR] [--out report.html] [--items N] [--review N]
+// [--output json]`: the morning summary (runner/report/report.h) of the named jobs, or of every
+// job in the store, as text (or one JSON object) on stdout; with --out also as a
+// self-contained HTML page, written atomically. Over several
 // homes (--home repeated, or a Slurm array's directory DIR among the arguments) each job
 // name makes one report (report_combine.h).
 #include <chrono>
@@ -45,7 +46,8 @@ void add_report_command(CLI::App& app, const GlobalOptions&, CommandTable& table
     std::vector<std::string> jobs;
     std::vector<std::string> homes;
     std::string out;
-    size_t items = 20;
+    ReportOptions options;
+    std::string output = "text";
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -55,12 +57,19 @@ void add_report_command(CLI::App& app, const GlobalOptions&, CommandTable& table
                   "(nightjar slurm --out): every task's home");
   sub->add_option("--home", a->homes,
                   "Home directory (default: $NIGHTJAR_HOME, else ~/.local/share/nightjar); "
-                  "repeat it for one report over several homes");
+                  "repeat it for one report over several homes")
+      ->allow_extra_args(false);  // one value per --home: `report --home H JOB` names a job
   sub->add_option("--out", a->out,
                   "Also write a self-contained HTML page (summary, timeline, I/O share)");
-  sub->add_option("--items", a->items,
-                  "Items per job in the text and in the HTML page's table and timeline (0 = all)")
+  sub->add_option("--items", a->options.max_items,
+                  "Items per job in the text and in the HTML page's table and timeline (0 = all; "
+                  "failed items are always listed)")
       ->capture_default_str();
+  sub->add_option("--review", a->options.review,
+                  "Per classify job, list this many documents with the lowest margins, the least "
+                  "certain answers (0 = none)")
+      ->capture_default_str();
+  sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(sub, [a]() -> int {
     ReportSources sources;
     for (const std::string& arg : a->jobs)
@@ -91,11 +100,15 @@ void add_report_command(CLI::App& app, const GlobalOptions&, CommandTable& table
       now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
     }
-    const std::string text = reports.empty() ? "no jobs\n" : report_text(reports, a->items);
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
+    if (a->output == "json") {
+      print_json(report_json(reports, now, a->options));
+    } else {
+      const std::string text = reports.empty() ? "no jobs\n" : report_text(reports, a->options);
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    }
     if (!a->out.empty()) {
-      const std::string page = report_html(reports, now, a->items);
+      const std::string page = report_html(reports, now, a->options);
       if (Status s = write_file_durably(*Env::posix(), a->out, page); !s.ok())
         return report_failure(s);
       spdlog::info("wrote the report of {} job(s) to {}", reports.size(), a->out);

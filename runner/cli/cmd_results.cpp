@@ -35,8 +35,9 @@ int write_outputs_now(JobStore& store, const JobRow& job, const Home& home) {
     return report_failure(written.status());
   }
   if (written->empty())
-    return report_failure(invalid_argument("job " + std::to_string(job.id) +
-                                           " declares no outputs (outputs: in its spec)"));
+    return report_failure(
+        invalid_argument("job " + std::to_string(job.id) + " (" + job.name +
+                         ") declares no outputs (outputs: in its spec, or submit --output-file)"));
   if (Status s = store.record_outputs(job.id, *written, std::nullopt); !s.ok())
     return report_failure(s);
   for (const auto& path : *written) spdlog::info("wrote {}", path);
@@ -64,8 +65,17 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
          "jsonl (default), csv, or openai (Batch API output lines, runner/results/openai_results.h)")
       ->check(CLI::IsMember({"jsonl", "csv", "openai"}));
   sub->add_option("--out", a->out, "Write to this file (atomically) instead of stdout");
-  sub->add_flag("--write", a->write, "Write the outputs the job's spec declares (outputs:)");
-  table.emplace_back(sub, [a]() -> int {
+  sub->add_flag("--write", a->write,
+                "Write the outputs the job declares (outputs: in its spec, or submit "
+                "--output-file), to their own paths and formats");
+  table.emplace_back(sub, [a, sub]() -> int {
+    // --write writes the declared files in their declared formats: an --out or --format
+    // beside it would be silently ignored, so the pair is refused.
+    for (const char* flag : {"--out", "--format"})
+      if (a->write && sub->count(flag) > 0)
+        return report_usage_error(
+            flag, invalid_argument("does not go with --write (which writes the outputs the job "
+                                   "declares, to their paths and in their formats)"));
     auto home = resolve_home(a->home);
     if (!home.ok()) return report_usage_error("--home", home.status());
     auto store = open_home_store(*home, /*create=*/false);
@@ -76,9 +86,9 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     if (a->write) return write_outputs_now(s, *job, *home);
     if (job->outputs_state == "failed")
       spdlog::warn(
-          "job {}: its declared outputs could not be written ({}); "
+          "job {} ({}): its declared outputs could not be written ({}); "
           "`nightjar results {} --write` writes them again",
-          job->id, printable(job->outputs_error.value_or("")), job->id);
+          job->id, printable(job->name), printable(job->outputs_error.value_or("")), job->id);
     if (!a->out.empty()) {
       if (auto inside = jobs::home_containing(a->out, {home->dir}, Home::kStoreFile))
         return report_failure(invalid_argument(

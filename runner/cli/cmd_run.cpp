@@ -3,11 +3,16 @@
 // it first takes the home's lock (home_lock.h).
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <ctime>
 #include <memory>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "engine/io/read_pool.h"
 #include "engine/util/units.h"
@@ -39,6 +44,84 @@ Status apply_schedule(const std::string& name, SchedulerOptions& options) {
   return Status();
 }
 
+std::string local_datetime(std::time_t t) {
+  char buf[40];
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M %Z", &tm);
+  return buf;
+}
+
+// --until: "HH:MM" (its next occurrence: today if still ahead, else tomorrow) or a date and
+// time "YYYY-MM-DD HH:MM" (also with a T), local time. A date and time must lie ahead of
+// `now` and at most 24 hours away: a run is one night.
+Result<std::time_t> parse_until(const std::string& text, std::time_t now) {
+  if (text.size() > 5) {
+    std::tm tm{};
+    const char* end = strptime(text.c_str(), "%Y-%m-%d %H:%M", &tm);
+    if (!end || *end) end = strptime(text.c_str(), "%Y-%m-%dT%H:%M", &tm);
+    if (!end || *end)
+      return invalid_argument("'" + text + "': expected HH:MM or YYYY-MM-DD HH:MM (local time)");
+    tm.tm_isdst = -1;
+    const std::time_t at = std::mktime(&tm);
+    if (at <= now)
+      return invalid_argument("'" + text + "' (" + local_datetime(at) + ") has passed");
+    if (at - now > 24 * 3600)
+      return invalid_argument("'" + text + "' (" + local_datetime(at) +
+                              ") is more than 24 hours away");
+    return at;
+  }
+  NJ_ASSIGN_OR_RETURN(ClockTime clock, parse_clock_time(text));
+  return next_occurrence(clock, now);
+}
+
+// "1 item", "3 items".
+std::string plural(int64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// The exit-4 line: how many items failed, naming each job by id and name.
+std::string failed_items_text(const RunSummary& summary) {
+  std::string jobs;
+  std::vector<int64_t> seen;
+  for (const FailedItem& f : summary.failed_items) {
+    if (std::find(seen.begin(), seen.end(), f.job_id) != seen.end()) continue;
+    seen.push_back(f.job_id);
+    std::string ids;
+    for (const FailedItem& g : summary.failed_items)
+      if (g.job_id == f.job_id) ids += (ids.empty() ? "" : ", ") + g.custom_id;
+    jobs += (jobs.empty() ? "" : "; ") + std::string("job ") + std::to_string(f.job_id) + " (" +
+            f.job_name + "): " + ids;
+  }
+  return plural(summary.failed, "item", "items") + " failed for good during this run: " + jobs +
+         " (nightjar status JOB gives the errors; nightjar retry JOB [ITEM...] queues them again)";
+}
+
+// `run --output json`: the run's summary, one object on stdout at its end.
+nlohmann::json run_json(const RunSummary& s, double seconds, std::optional<std::time_t> deadline) {
+  nlohmann::json failed = nlohmann::json::array();
+  for (const FailedItem& f : s.failed_items)
+    failed.push_back({{"job", {{"id", f.job_id}, {"name", f.job_name}}},
+                      {"custom_id", f.custom_id},
+                      {"error", f.error}});
+  return {{"end_reason", s.end_reason},
+          {"done", s.done},
+          {"failed", s.failed},
+          {"failed_attempts", s.failed_attempts},
+          {"stopped", s.stopped},
+          {"outputs_failed", s.outputs_failed},
+          {"tokens", s.tokens},
+          {"passes", s.passes.passes},
+          {"rows", s.passes.rows},
+          {"max_batch", s.passes.max_sequences},
+          {"bytes_read", static_cast<uint64_t>(std::llround(s.passes.bytes_read))},
+          {"compute_s", s.passes.compute_s},
+          {"io_wait_s", s.passes.wait_s},
+          {"seconds", seconds},
+          {"deadline", deadline ? nlohmann::json(local_datetime(*deadline)) : nlohmann::json()},
+          {"failed_items", failed}};
+}
+
 }  // namespace
 
 void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& table) {
@@ -52,12 +135,16 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
     SchedulerOptions sched;
     double log_interval_s = 30;
     std::string schedule = "auto";
+    std::string output = "text";
+    std::string memory;  // refused with the reason: a job's budget is its own
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub =
       app.add_subcommand("run", "Run queued items, many per pass over the weights, crash-safely");
   add_home_option(*sub, a->home);
-  sub->add_option("--until", a->until, "Stop gracefully at this local time of day, e.g. 07:00");
+  sub->add_option("--until", a->until,
+                  "Stop gracefully at this local time, e.g. 07:00 (its next occurrence), or "
+                  "'2026-12-08 07:00' (at most 24 h away); the log states the date");
   sub->add_flag("--drain", a->drain, "Exit when nothing is queued (default: wait for new work)");
   sub->add_flag("--exclusive", a->exclusive,
                 "The only run on this home: lock it (run.lock) and take over at once the items "
@@ -111,21 +198,39 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
   sub->add_option("--log-seconds", a->log_interval_s,
                   "Progress log line interval when stderr is not a terminal (default 30)")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--output", a->output,
+                  "text, or json: the run's summary as one JSON object on stdout at its end")
+      ->check(CLI::IsMember({"text", "json"}));
+  // Accepted only to say why not: a job's memory budget is part of the job.
+  sub->add_option("--memory", a->memory, "")->group("");
   table.emplace_back(sub, [a, &global]() -> int {
     StopControl::install_signal_handlers();  // first: a signal during start-up stops gracefully too
     auto home = resolve_home(a->home);
     if (!home.ok()) return report_usage_error("--home", home.status());
+    if (!a->memory.empty())
+      return report_usage_error(
+          "--memory", invalid_argument("a job's memory budget is part of the job: `memory:` in "
+                                       "its spec, or `submit --openai-batch ... --memory SIZE`"));
     std::optional<std::time_t> deadline;
+    std::string until_text;
     if (!a->until.empty()) {
-      auto t = parse_clock_time(a->until);
+      const std::time_t now = std::time(nullptr);
+      auto t = parse_until(a->until, now);
       if (!t.ok()) return report_usage_error("--until", t.status());
-      deadline = next_occurrence(*t, std::time(nullptr));
+      deadline = *t;
+      until_text = a->until + " (" + local_datetime(*deadline) + ", in " +
+                   format_duration(std::difftime(*deadline, now)) + ")";
+      if (std::difftime(*deadline, now) > 23 * 3600 && a->until.size() <= 5)
+        spdlog::warn("--until {}: that time has passed today; the run stops tomorrow, {}", a->until,
+                     local_datetime(*deadline));
     }
     if (Status s = apply_compute_options(a->compute); !s.ok())
       return report_usage_error("--simd", s);
     if (Status s = apply_schedule(a->schedule, a->sched); !s.ok())
       return report_usage_error("--schedule", s);
-    auto store = open_home_store(*home, /*create=*/true);
+    // Only `submit` creates a home: a mistyped --home or NIGHTJAR_HOME (a timer's environment)
+    // must fail the night (exit 3, naming the path), not run an empty queue and exit 0.
+    auto store = open_home_store(*home, /*create=*/false);
     if (!store.ok()) return report_failure(store.status());
     StopControl stop(deadline, a->until);
     auto lock = HomeLock::acquire(*home, stop, a->exclusive);
@@ -142,9 +247,15 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
     options.exclusive = a->exclusive;
     if (a->max_items > 0) options.max_items = a->max_items;
     spdlog::info("run started (pid {}, home {}{})", getpid(), home->dir,
-                 deadline ? ", until " + a->until : std::string());
+                 deadline ? ", until " + until_text : std::string());
+    const auto started = std::chrono::steady_clock::now();
     auto summary = run_queue(*home, **store, options, stop, progress);
     if (!summary.ok()) return report_failure(summary.status());
+    if (a->output == "json")
+      print_json(run_json(
+          *summary,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+          deadline));
     if (summary->outputs_failed > 0) {
       spdlog::error(
           "the outputs of {} job(s) could not be written (nightjar status shows them; "
@@ -153,8 +264,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
       return kExitFailure;
     }
     if (summary->failed > 0) {
-      spdlog::error("{} item(s) failed for good during this run (nightjar status JOB lists them)",
-                    summary->failed);
+      spdlog::error("{}", failed_items_text(*summary));
       return kExitItemsFailed;
     }
     return kExitOk;

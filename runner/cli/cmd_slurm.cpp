@@ -26,6 +26,7 @@
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
 #include "runner/cli/output.h"
+#include "runner/run/model_args.h"
 #include "runner/slurm/array_manifest.h"
 #include "runner/slurm/sbatch_script.h"
 
@@ -72,7 +73,7 @@ Result<SbatchOptions> sbatch_options(const SlurmArgs& a, std::string& bad_flag) 
   }
   if (!a.memory.empty()) {
     bad_flag = "--memory";
-    NJ_ASSIGN_OR_RETURN(uint64_t bytes, parse_bytes(a.memory));
+    NJ_ASSIGN_OR_RETURN(uint64_t bytes, parse_size_flag(a.memory));
     if (bytes == 0) return invalid_argument("the memory request must be positive");
     o.memory_bytes = bytes;
   }

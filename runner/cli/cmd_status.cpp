@@ -289,40 +289,81 @@ void add_status_command(CLI::App& app, const GlobalOptions&, CommandTable& table
 
 namespace {
 
-// `cancel` and `retry`: one store action on a job's items, and a line saying how many moved.
-void add_job_action(CLI::App& app, CommandTable& table, const char* name, const char* help,
-                    Result<int64_t> (JobStore::*action)(int64_t), const char* moved) {
-  struct Args {
-    std::string job;
-    std::string home;
-  };
-  auto a = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand(name, help);
-  sub->add_option("job", a->job, "A job id or name")->required();
-  add_home_option(*sub, a->home);
-  table.emplace_back(sub, [a, action, moved]() -> int {
+// `cancel` and `retry`: one store action on a job's items (all of them in the state the
+// action applies to, or the named ones), and what moved: a line of text, or with --output json
+// {"job": {"id", "name"}, "<verb>": N, "items": [{"custom_id", "from"}]}.
+using ItemAction = Result<std::vector<JobStore::MovedItem>> (JobStore::*)(
+    int64_t, const std::vector<std::string>&);
+
+struct JobActionArgs {
+  std::string job;
+  std::vector<std::string> items;
+  std::string home;
+  std::string output = "text";
+};
+
+CommandFn job_action(std::shared_ptr<JobActionArgs> a, ItemAction action, const char* verb) {
+  return [a, action, verb]() -> int {
     auto store = open_existing(a->home);
     if (!store.ok()) return report_failure(store.status());
     auto job = (*store)->find_job(a->job);
     if (!job.ok()) return report_failure(job.status());
-    auto n = ((**store).*action)(job->id);
-    if (!n.ok()) return report_failure(n.status());
-    std::printf("%s %lld items of job %lld\n", moved, (long long)*n, (long long)job->id);
+    const std::string named = "job " + std::to_string(job->id) + " (" + job->name + ")";
+    auto moved = ((**store).*action)(job->id, a->items);
+    if (!moved.ok()) {
+      // The store names the job by id; say its name too.
+      return report_failure(Status(moved.status().code(), named + ": " + moved.status().message()));
+    }
+    if (a->output == "json") {
+      nlohmann::json items = nlohmann::json::array();
+      for (const auto& m : *moved) items.push_back({{"custom_id", m.custom_id}, {"from", m.from}});
+      print_json({{"job", {{"id", job->id}, {"name", job->name}}},
+                  {verb, moved->size()},
+                  {"items", items}});
+      return kExitOk;
+    }
+    std::string line = std::string(verb) + " " + std::to_string(moved->size()) +
+                       (moved->size() == 1 ? " item" : " items") + " of " + named;
+    if (!a->items.empty()) {
+      line += ":";
+      for (size_t i = 0; i < moved->size(); ++i) line += (i ? ", " : " ") + (*moved)[i].custom_id;
+    }
+    std::printf("%s\n", line.c_str());
     return kExitOk;
-  });
+  };
+}
+
+void add_action_output(CLI::App& sub, JobActionArgs& a) {
+  sub.add_option("--output", a.output, "text or json")->check(CLI::IsMember({"text", "json"}));
 }
 
 }  // namespace
 
 void add_cancel_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
-  add_job_action(app, table, "cancel", "Cancel a job's queued and running items",
-                 &JobStore::cancel_job, "cancelled");
+  auto a = std::make_shared<JobActionArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "cancel", "Cancel a job's queued and running items, or only those given with --item");
+  sub->add_option("job", a->job, "A job id or name")->required();
+  sub->add_option("--item", a->items,
+                  "Cancel only this item (custom_id; repeat --item for more); "
+                  "each must be queued or running, else nothing changes");
+  add_home_option(*sub, a->home);
+  add_action_output(*sub, *a);
+  table.emplace_back(sub, job_action(a, &JobStore::cancel_items, "cancelled"));
 }
 
 void add_retry_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
-  add_job_action(app, table, "retry",
-                 "Queue a job's failed and cancelled items again (they resume)",
-                 &JobStore::retry_job, "requeued");
+  auto a = std::make_shared<JobActionArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "retry",
+      "Queue a job's failed and cancelled items again, or only the ITEMs given (they resume)");
+  sub->add_option("job", a->job, "A job id or name")->required();
+  sub->add_option("items", a->items,
+                  "Retry only these items (custom_id); each must be failed or cancelled, else "
+                  "nothing changes");
+  add_home_option(*sub, a->home);
+  add_action_output(*sub, *a);
+  table.emplace_back(sub, job_action(a, &JobStore::retry_items, "requeued"));
 }
 
 }  // namespace nj::runner

@@ -1,7 +1,9 @@
 // `nightjar submit SPEC.yaml [--home DIR] [--output json]`: validate a job spec against its
 // model and store the job and its items in one transaction (a rejected spec writes nothing).
-// `nightjar submit --openai-batch FILE.jsonl --model DIR [--name N] [--memory SIZE]`: the same
-// for an OpenAI Batch API input file (jobs/openai_batch.h), as one generate job.
+// `nightjar submit --openai-batch FILE.jsonl --model DIR [--name N] [--memory SIZE]
+// [--max-tokens N] [--output-file OUT.jsonl [--error-file ERR.jsonl]]`: the same for an OpenAI
+// Batch API input file (jobs/openai_batch.h), as one generate job whose Batch API output
+// (and error) file is written when it ends.
 // `--shard I/N` queues only the items of shard I of N (jobs/shard.h), at most once per home
 // (JobStore::submit_shard): what each task of a `nightjar slurm` array runs first.
 #include <filesystem>
@@ -13,14 +15,15 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/util/units.h"
+#include "jobs/inputs/shard.h"
 #include "jobs/openai/openai_batch.h"
 #include "jobs/spec/output_paths.h"
-#include "jobs/inputs/shard.h"
 #include "jobs/spec/spec_model.h"
 #include "jobs/spec/spec_parser.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
 #include "runner/cli/output.h"
+#include "runner/run/model_args.h"
 #include "runner/store/home.h"
 
 namespace nj::runner {
@@ -53,6 +56,8 @@ struct SubmitArgs {
   std::string shard;
   std::vector<std::string> allow_outputs;
   std::string output = "text";
+  std::string output_file, error_file;  // --openai-batch: the Batch API's result files
+  int max_tokens = 0;                   // --openai-batch: the job's default (0: 4096)
 };
 
 // A usage error of the flag combination (exit 2), named by its flag; nullopt when fine.
@@ -65,15 +70,21 @@ std::optional<std::pair<std::string, Status>> usage_error(const SubmitArgs& a) {
     if (!a.model.empty() || !a.name.empty() || !a.memory.empty())
       return {{"--model/--name/--memory",
                invalid_argument("these go with --openai-batch (a spec names its own)")}};
+    if (!a.output_file.empty() || !a.error_file.empty() || a.max_tokens > 0)
+      return {{"--output-file/--error-file/--max-tokens",
+               invalid_argument("these go with --openai-batch (a spec declares outputs: and "
+                                "max_tokens itself)")}};
     return std::nullopt;
   }
+  if (!a.error_file.empty() && a.output_file.empty())
+    return {{"--error-file", invalid_argument("goes with --output-file")}};
   if (!a.allow_outputs.empty())
     return {{"--allow-outputs", invalid_argument("goes with a spec that declares outputs")}};
   if (!a.spec.empty())
     return {{"--openai-batch", invalid_argument("give a spec or --openai-batch, not both")}};
   if (a.model.empty()) return {{"--openai-batch", invalid_argument("needs --model DIR")}};
   if (!a.memory.empty())
-    if (auto bytes = parse_bytes(a.memory); !bytes.ok()) return {{"--memory", bytes.status()}};
+    if (auto bytes = parse_size_flag(a.memory); !bytes.ok()) return {{"--memory", bytes.status()}};
   return std::nullopt;
 }
 
@@ -89,8 +100,16 @@ Result<jobs::JobSpec> load_job(const SubmitArgs& a, const Home& home) {
     return spec;
   }
   jobs::OpenAiBatchJob job{a.openai_batch, a.model, a.name, std::nullopt};
-  if (!a.memory.empty()) job.memory_bytes = *parse_bytes(a.memory);
-  return jobs::load_openai_batch(job);
+  if (!a.memory.empty()) job.memory_bytes = *parse_size_flag(a.memory);
+  if (a.max_tokens > 0) job.default_max_tokens = a.max_tokens;
+  NJ_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::load_openai_batch(job));
+  if (!a.output_file.empty()) {
+    std::optional<std::string> error_file;
+    if (!a.error_file.empty()) error_file = a.error_file;
+    NJ_RETURN_IF_ERROR(
+        jobs::check_openai_outputs(spec, a.output_file, error_file, {home.dir}, Home::kStoreFile));
+  }
+  return spec;
 }
 
 // Keeps the items of `shard` (validation has seen them all).
@@ -112,6 +131,16 @@ void add_submit_command(CLI::App& app, const GlobalOptions&, CommandTable& table
   sub->add_option("--model", a->model, "With --openai-batch: the model directory");
   sub->add_option("--name", a->name, "With --openai-batch: the job name (default: the file's)");
   sub->add_option("--memory", a->memory, "With --openai-batch: the engine memory budget");
+  sub->add_option("--output-file", a->output_file,
+                  "With --openai-batch: write the Batch API output file here when the job ends "
+                  "(atomically; again with `results JOB --write`)");
+  sub->add_option("--error-file", a->error_file,
+                  "With --output-file: the lines of requests that failed or were cancelled go "
+                  "here instead (OpenAI's error file)");
+  sub->add_option("--max-tokens", a->max_tokens,
+                  "With --openai-batch: the output limit of requests without max_tokens (default "
+                  "4096, never past the model's context)")
+      ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--allow-outputs", a->allow_outputs,
                   "A directory outside the spec's own where its outputs may be written "
                   "(repeatable; never inside a home)");

@@ -4,9 +4,14 @@
 #include <cstdio>
 #include <sstream>
 
-#include "engine/ops/cpu.h"
 #include "engine/io/sysinfo.h"
+#include "engine/ops/cpu.h"
+#include "engine/plan/planner.h"
+#include "engine/runtime/model.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/util/units.h"
+#include "jobs/chat/chat_format.h"
+#include "jobs/spec/spec_model.h"
 
 namespace nj::runner {
 
@@ -77,6 +82,69 @@ std::string doctor_text(const DoctorReport& r) {
     << " probe file)\n";
   o << "writes         " << gbps(r.disk.write_gbps) << " (with fsync)\n";
   return o.str();
+}
+
+Result<ModelCheck> check_model(const std::string& dir) {
+  ModelCheck m;
+  m.dir = dir;
+  NJ_ASSIGN_OR_RETURN(ModelHeaders h, open_model_headers(dir, /*use_pack=*/true, &m.pack_warning));
+  m.layers = h.config.layers;
+  m.hidden = h.config.hidden;
+  m.vocab = h.config.vocab;
+  m.experts = h.config.num_experts;
+  m.top_k = h.config.top_k;
+  m.files = h.index->files().size();
+  m.tensors = h.index->tensors().size();
+  m.weight_bytes = h.index->total_tensor_bytes();
+  m.uses_pack = h.uses_pack;
+  if (auto limit = jobs::model_max_context(dir)) m.max_context = limit->first;
+  NJ_ASSIGN_OR_RETURN(ResidencyPlan plan, plan_residency(*h.layout, 0, PlanOptions{}));
+  m.min_memory_bytes = plan.min_memory_bytes;
+  m.tokenizer = Tokenizer::exists_in(dir);
+  if (!m.tokenizer) {
+    m.chat_format = "no tokenizer (text prompts, documents and chat requests need one)";
+  } else {
+    auto tok = Tokenizer::load(dir);
+    if (!tok.ok()) return tok.status();  // a tokenizer that is there must read
+    auto controls = jobs::chat_controls(*tok);
+    m.chat_format = controls.ok() ? "ok" : controls.status().message();
+  }
+  return m;
+}
+
+nlohmann::json model_check_json(const ModelCheck& m) {
+  return {{"dir", m.dir},
+          {"layers", m.layers},
+          {"hidden", m.hidden},
+          {"vocab", m.vocab},
+          {"experts", m.experts},
+          {"top_k", m.top_k},
+          {"files", m.files},
+          {"tensors", m.tensors},
+          {"weight_bytes", m.weight_bytes},
+          {"max_context", m.max_context ? nlohmann::json(*m.max_context) : nlohmann::json()},
+          {"uses_pack", m.uses_pack},
+          {"pack_warning", m.pack_warning.empty() ? nlohmann::json() : nlohmann::json(m.pack_warning)},
+          {"tokenizer", m.tokenizer},
+          {"chat_format", m.chat_format},
+          {"min_memory_bytes", m.min_memory_bytes}};
+}
+
+std::string model_check_text(const ModelCheck& m) {
+  std::string out = "model " + m.dir + ": ok\n";
+  out += "  layers " + std::to_string(m.layers) + ", hidden " + std::to_string(m.hidden) +
+         ", vocabulary " + std::to_string(m.vocab) + ", " + std::to_string(m.experts) +
+         " experts (top " + std::to_string(m.top_k) + ")\n";
+  out += "  " + std::to_string(m.tensors) + " tensors in " + std::to_string(m.files) + " file" +
+         (m.files == 1 ? "" : "s") + ", " + format_bytes(m.weight_bytes) + " of weights" +
+         (m.uses_pack ? " (trunk from its pack)" : "") + "\n";
+  if (!m.pack_warning.empty()) out += "  pack not used: " + m.pack_warning + "\n";
+  out += "  context: " + (m.max_context ? std::to_string(*m.max_context) + " tokens" : "not stated") +
+         "\n";
+  out += std::string("  tokenizer: ") + (m.tokenizer ? "yes" : "no") + "; chat format: " +
+         m.chat_format + "\n";
+  out += "  smallest memory budget: " + format_bytes(m.min_memory_bytes) + " (one sequence)\n";
+  return out;
 }
 
 }  // namespace nj::runner

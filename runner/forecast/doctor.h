@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -38,5 +39,26 @@ Result<DoctorReport> run_doctor(const DoctorOptions& options, const std::string&
 
 nlohmann::json doctor_json(const DoctorReport& r);
 std::string doctor_text(const DoctorReport& r);
+
+// `nightjar doctor --model DIR`: whether a model directory is complete and readable (its
+// config, every shard's header and tensor extents, the tokenizer and K3's chat control
+// tokens), what it holds and the smallest memory budget it runs in; headers only, no
+// weights read. Errors: the model's, naming the file, tensor and offset (a truncated or
+// damaged shard is Corruption).
+struct ModelCheck {
+  std::string dir;
+  int layers = 0, hidden = 0, vocab = 0, experts = 0, top_k = 0;
+  size_t files = 0, tensors = 0;
+  uint64_t weight_bytes = 0;
+  std::optional<int64_t> max_context;  // the model's stated maximum, if any
+  bool uses_pack = false;
+  std::string pack_warning;  // why a pack present was not used
+  bool tokenizer = false;
+  std::string chat_format;  // "ok", or why chat requests cannot be rendered
+  uint64_t min_memory_bytes = 0;
+};
+Result<ModelCheck> check_model(const std::string& dir);
+nlohmann::json model_check_json(const ModelCheck& m);
+std::string model_check_text(const ModelCheck& m);
 
 }  // namespace nj::runner

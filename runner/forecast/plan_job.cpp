@@ -54,21 +54,15 @@ std::string hours(double seconds) {
 
 }  // namespace
 
-Result<JobPlanReport> plan_job(const PlanJobArgs& a, std::time_t now,
-                               std::optional<std::time_t> deadline) {
-  JobPlanReport r;
-  r.now = now;
-  r.deadline = deadline;
-  NJ_ASSIGN_OR_RETURN(r.spec, jobs::load_job_spec(a.spec));
-  const jobs::JobSpec* spec = &r.spec;
-  NJ_RETURN_IF_ERROR(jobs::bind_spec_to_model(r.spec));
-  NJ_ASSIGN_OR_RETURN(r.work, job_work(r.spec));
-  const JobWork* work = &r.work;
+namespace {
 
+// Measures what `a` asks for (the disk, the kernels on run's threads) and predicts `r.work`
+// under `shape`. REQUIRES: r.spec (name, kind, model, budget) and r.work set.
+Result<JobPlanReport> predict(const PlanJobArgs& a, JobPlanReport r, JobRunShape shape) {
   double bandwidth = a.bandwidth_gbps;
   std::optional<ModelReadProbe> disk;
   if (a.measure_disk_seconds > 0) {
-    auto probe = probe_model_reads(spec->model_dir, a.measure_disk_seconds,
+    auto probe = probe_model_reads(shape.model_dir, a.measure_disk_seconds,
                                    a.io_threads > 0 ? a.io_threads : kDefaultIoThreads);
     if (!probe.ok()) return probe.status();
     disk = *probe;
@@ -80,20 +74,66 @@ Result<JobPlanReport> plan_job(const PlanJobArgs& a, std::time_t now,
   compute.threads = a.threads;
   NJ_RETURN_IF_ERROR(apply_compute_options(compute));
   KernelRates rates = KernelRates::measure();  // and the model's experts (forecast_job)
-  const bool classify = spec->kind == jobs::JobKind::kClassify;
-  const uint64_t memory = spec->memory_bytes.value_or(0);
-  JobRunShape shape{spec->model_dir, memory,          classify,    jobs::job_max_context(*spec),
-                    a.batch,         a.prefill_chunk, a.io_threads};
-  if (!classify) shape.speculative = spec->speculative;
+  shape.batch = a.batch;
+  shape.prefill_chunk = a.prefill_chunk;
+  shape.io_threads = a.io_threads;
   shape.schedule = a.schedule;
-  NJ_ASSIGN_OR_RETURN(r.forecast, forecast_job(*work, shape, rates, bandwidth));
+  NJ_ASSIGN_OR_RETURN(r.forecast, forecast_job(r.work, shape, rates, bandwidth));
   if (a.batch > 0 && r.forecast.batch < a.batch)
     spdlog::warn("--batch {}: the budget {} holds at most {}; run would use {}", a.batch,
-                 format_bytes(memory), r.forecast.max_batch, r.forecast.batch);
+                 format_bytes(shape.memory_bytes), r.forecast.max_batch, r.forecast.batch);
   r.bandwidth_gbps = bandwidth;
   r.disk = disk;
   r.rates = rates;
   return r;
+}
+
+// A loaded spec (prompts tokenized) planned as run would do it.
+Result<JobPlanReport> plan_spec(const PlanJobArgs& a, jobs::JobSpec spec, std::time_t now,
+                                std::optional<std::time_t> deadline) {
+  JobPlanReport r;
+  r.now = now;
+  r.deadline = deadline;
+  r.spec = std::move(spec);
+  NJ_ASSIGN_OR_RETURN(r.work, job_work(r.spec));
+  const bool classify = r.spec.kind == jobs::JobKind::kClassify;
+  JobRunShape shape{r.spec.model_dir, r.spec.memory_bytes.value_or(0), classify,
+                    jobs::job_max_context(r.spec)};
+  if (!classify) shape.speculative = r.spec.speculative;
+  return predict(a, std::move(r), std::move(shape));
+}
+
+}  // namespace
+
+Result<JobPlanReport> plan_job(const PlanJobArgs& a, std::time_t now,
+                               std::optional<std::time_t> deadline) {
+  NJ_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::load_job_spec(a.spec));
+  NJ_RETURN_IF_ERROR(jobs::bind_spec_to_model(spec));
+  return plan_spec(a, std::move(spec), now, deadline);
+}
+
+Result<JobPlanReport> plan_openai_batch(const PlanJobArgs& a, const jobs::OpenAiBatchJob& batch,
+                                        std::time_t now, std::optional<std::time_t> deadline) {
+  NJ_ASSIGN_OR_RETURN(jobs::JobSpec spec, jobs::load_openai_batch(batch));
+  return plan_spec(a, std::move(spec), now, deadline);
+}
+
+Result<JobPlanReport> plan_stored_job(const PlanJobArgs& a, const JobRow& job,
+                                      const std::vector<ItemRow>& items, std::time_t now,
+                                      std::optional<std::time_t> deadline) {
+  JobPlanReport r;
+  r.now = now;
+  r.deadline = deadline;
+  JobRunShape shape;
+  NJ_ASSIGN_OR_RETURN(r.work, remaining_work(job, items, &shape));
+  if (r.work.items.empty())
+    return failed_precondition("job " + std::to_string(job.id) + " (" + job.name +
+                               ") has no queued or running items left to plan");
+  r.spec.name = job.name;
+  r.spec.kind = shape.classify ? jobs::JobKind::kClassify : jobs::JobKind::kGenerate;
+  r.spec.model_dir = shape.model_dir;
+  if (shape.memory_bytes > 0) r.spec.memory_bytes = shape.memory_bytes;
+  return predict(a, std::move(r), std::move(shape));
 }
 
 namespace {

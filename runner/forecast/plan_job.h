@@ -11,14 +11,16 @@
 
 #include "engine/plan/kernel_rates.h"
 #include "engine/util/status.h"
+#include "jobs/openai/openai_batch.h"
 #include "jobs/spec/job_spec.h"
 #include "runner/forecast/job_plan.h"
 #include "runner/forecast/model_read_probe.h"
+#include "runner/store/job_store.h"
 
 namespace nj::runner {
 
 struct PlanJobArgs {
-  std::string spec;
+  std::string spec;  // a spec file; or, for plan_openai_batch / plan_stored_job, a label
   double bandwidth_gbps = 2.6;
   // > 0: instead of bandwidth_gbps, the rate of reading the model's own files for this many
   // seconds as a run reads them (model_read_probe.h).
@@ -48,6 +50,20 @@ struct JobPlanReport {
 // Errors: the spec's, the probe's or the planner's (the CLI reports them).
 Result<JobPlanReport> plan_job(const PlanJobArgs& args, std::time_t now,
                                std::optional<std::time_t> deadline);
+
+// The same for an OpenAI Batch API input file (`plan --openai-batch FILE --model DIR
+// [--memory SIZE]`): the job `submit --openai-batch` would queue. Errors: the file's (line
+// named), the model's, the probe's or the planner's.
+Result<JobPlanReport> plan_openai_batch(const PlanJobArgs& args, const jobs::OpenAiBatchJob& batch,
+                                        std::time_t now, std::optional<std::time_t> deadline);
+
+// The same for a job in the store (`plan JOB`): the work its queued and running items have
+// left (remaining_work, as the status ETA), under its stored model, budget and kind. The
+// report's `spec` carries the job's name, kind, model and budget only (no items).
+// FailedPrecondition when nothing is left (every item finished).
+Result<JobPlanReport> plan_stored_job(const PlanJobArgs& args, const JobRow& job,
+                                      const std::vector<ItemRow>& items, std::time_t now,
+                                      std::optional<std::time_t> deadline);
 
 // The report as `plan --output json` prints it (one object) and as text (lines).
 nlohmann::json plan_job_json(const PlanJobArgs& args, const JobPlanReport& report);

@@ -9,10 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/io/durable.h"
-#include "engine/io/lock_file.h"
 #include "engine/io/env.h"
+#include "engine/io/lock_file.h"
 #include "jobs/spec/job_spec.h"
 #include "jobs/spec/output_paths.h"
+#include "runner/results/openai_results.h"
 #include "runner/results/result_record.h"
 #include "runner/store/job_kind.h"
 #include "runner/store/job_settings.h"
@@ -119,10 +120,50 @@ Result<std::string> results_csv(JobStore& store, const JobRow& job) {
   return records_csv(job.kind, job.settings_json, records);
 }
 
+namespace {
+
+// An OpenAI batch job's output and error files (jobs::OpenAiOutputs), when it asked for them.
+Result<std::vector<std::string>> write_openai_outputs(JobStore& store, const JobRow& job,
+                                                      const Home& home) {
+  std::vector<std::string> written;
+  NJ_ASSIGN_OR_RETURN(auto outputs, JobSettings::of(job).openai_outputs());
+  if (!outputs) return written;
+  jobs::OutputRules rules = outputs->rules;
+  rules.homes.push_back(home.dir);
+  rules.store_file = Home::kStoreFile;
+  auto checked = [&](const std::string& path, const char* flag) -> Status {
+    auto resolved = jobs::check_output_path(path, rules);
+    if (resolved.ok()) return Status();
+    return invalid_argument("job " + std::to_string(job.id) + " (" + job.name + "): " + flag + " " +
+                            path + ": " + resolved.status().message() + "; not written");
+  };
+  NJ_ASSIGN_OR_RETURN(auto items, store.items(job.id));
+  OpenAiBatchFiles files;
+  if (outputs->error_file) {
+    NJ_ASSIGN_OR_RETURN(files, openai_batch_files(store, job, items));
+  } else {
+    // Without an error file every line goes to the output file, in spec order, as
+    // `results --format openai` prints them.
+    NJ_ASSIGN_OR_RETURN(files.output, openai_batch_text(store, job, items));
+  }
+  const std::string& output = files.output;
+  NJ_RETURN_IF_ERROR(checked(outputs->output_file, "--output-file"));
+  if (outputs->error_file) NJ_RETURN_IF_ERROR(checked(*outputs->error_file, "--error-file"));
+  NJ_RETURN_IF_ERROR(write_output(outputs->output_file, output));
+  written.push_back(outputs->output_file);
+  if (outputs->error_file) {
+    NJ_RETURN_IF_ERROR(write_output(*outputs->error_file, files.errors));
+    written.push_back(*outputs->error_file);
+  }
+  return written;
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const JobRow& job,
                                                         const Home& home) {
   std::vector<std::string> written;
-  if (!is_classify(job)) return written;
+  if (!is_classify(job)) return write_openai_outputs(store, job, home);
   NJ_ASSIGN_OR_RETURN(auto c, JobSettings::of(job).classify());
   // A job stored before the rules were recorded: the spec's directory and the spec.
   jobs::OutputRules rules = c.output_rules.value_or(jobs::OutputRules{});

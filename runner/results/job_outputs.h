@@ -1,6 +1,7 @@
 // A job's results as files: the CSV form of `nightjar results --format csv`, and the
-// outputs a classify spec declares (`outputs: {jsonl, csv}`), written atomically when the
-// job's last item finishes (by `run`) and again by `nightjar results JOB --write`.
+// outputs a classify spec declares (`outputs: {jsonl, csv}`) or an OpenAI batch job asked for
+// (`submit --openai-batch IN --output-file OUT [--error-file ERR]`), written atomically when
+// the job's last item finishes (by `run`) and again by `nightjar results JOB --write`.
 //
 // CSV (RFC 4180: comma-separated, fields with a comma, quote or line break quoted, quotes
 // doubled; one header line; items in spec order):
@@ -38,7 +39,8 @@ Result<std::string> results_csv(JobStore& store, const JobRow& job);
 Result<std::string> records_csv(const std::string& kind, const std::string& settings_json,
                                 const std::vector<nlohmann::json>& records);
 
-// Writes the outputs the job's spec declared (durably: temp + fsync + rename), each checked
+// Writes the outputs the job's spec declared, or its OpenAI output and error files
+// (jobs::OpenAiOutputs) (durably: temp + fsync + rename), each checked
 // again right before its write against the output-path policy it was submitted under
 // (jobs/output_paths.h), with `home` as a home too. Returns the paths written; empty when
 // the job declares none. InvalidArgument naming the key and the resolved path when the

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -190,8 +191,11 @@ json openai_batch_line(const json& record, const std::string& key, const std::st
                    record.value("output_tokens", int64_t{0}), created);
 }
 
-Result<std::string> openai_batch_text(JobStore& store, const JobRow& job,
-                                      const std::vector<ItemRow>& items) {
+namespace {
+
+// Every item's line, in spec order, handed to `emit`.
+Status for_each_openai_line(JobStore& store, const JobRow& job, const std::vector<ItemRow>& items,
+                            const std::function<void(const json&)>& emit) {
   std::optional<Tokenizer> tok;
   Status tok_status = not_found(job.model_dir + " has no tokenizer");
   if (Tokenizer::exists_in(job.model_dir)) {
@@ -201,7 +205,6 @@ Result<std::string> openai_batch_text(JobStore& store, const JobRow& job,
     else
       tok_status = t.status();
   }
-  std::string text;
   for (const ItemRow& item : items) {
     NJ_ASSIGN_OR_RETURN(std::optional<ResultRow> r, store.result(item.id));
     std::optional<std::vector<TokenLogprobs>> logprobs;
@@ -215,9 +218,32 @@ Result<std::string> openai_batch_text(JobStore& store, const JobRow& job,
       return line.status().with_context("job " + std::to_string(job.id) + ": " +
                                         tok_status.message());
     if (!line.ok()) return line.status().with_context("job " + std::to_string(job.id));
-    text += line->dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    emit(*line);
   }
+  return Status();
+}
+
+std::string line_text(const json& line) {
+  return line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace
+
+Result<std::string> openai_batch_text(JobStore& store, const JobRow& job,
+                                      const std::vector<ItemRow>& items) {
+  std::string text;
+  NJ_RETURN_IF_ERROR(
+      for_each_openai_line(store, job, items, [&](const json& line) { text += line_text(line); }));
   return text;
+}
+
+Result<OpenAiBatchFiles> openai_batch_files(JobStore& store, const JobRow& job,
+                                            const std::vector<ItemRow>& items) {
+  OpenAiBatchFiles files;
+  NJ_RETURN_IF_ERROR(for_each_openai_line(store, job, items, [&](const json& line) {
+    (line["response"].is_null() ? files.errors : files.output) += line_text(line);
+  }));
+  return files;
 }
 
 }  // namespace nj::runner

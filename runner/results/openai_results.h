@@ -83,4 +83,13 @@ nlohmann::json openai_batch_line(const nlohmann::json& record, const std::string
 Result<std::string> openai_batch_text(JobStore& store, const JobRow& job,
                                       const std::vector<ItemRow>& items);
 
+// The Batch API's two files: `output` holds the lines with a response and `errors` those
+// without (failed, cancelled, unfinished), each in spec order, as OpenAI splits a batch's
+// results (`submit --openai-batch IN --output-file OUT --error-file ERR`).
+struct OpenAiBatchFiles {
+  std::string output, errors;
+};
+Result<OpenAiBatchFiles> openai_batch_files(JobStore& store, const JobRow& job,
+                                            const std::vector<ItemRow>& items);
+
 }  // namespace nj::runner

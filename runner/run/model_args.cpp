@@ -70,7 +70,7 @@ Result<PinCompressed> parse_pin_compressed(const std::string& value) {
 Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape) {
   ModelOptions o;
   if (!args.memory.empty()) {
-    NJ_ASSIGN_OR_RETURN(o.memory_bytes, parse_bytes(args.memory));
+    NJ_ASSIGN_OR_RETURN(o.memory_bytes, parse_size_flag(args.memory));
     if (o.memory_bytes == 0)
       return invalid_argument("--memory must be more than 0 (omit it to keep everything resident)");
   }
@@ -214,6 +214,17 @@ Result<std::string> read_text_input(const std::string& path) {
   while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) text.append(buf, n);
   if (std::ferror(stdin)) return io_error("standard input: read failed");
   return text;
+}
+
+Result<uint64_t> parse_size_flag(const std::string& text) {
+  const size_t first = text.find_first_not_of(" \t");
+  const std::string s = first == std::string::npos
+                            ? std::string()
+                            : text.substr(first, text.find_last_not_of(" \t") - first + 1);
+  if (!s.empty() && s.find_first_not_of("0123456789.") == std::string::npos)
+    return invalid_argument("size '" + text + "' has no unit: write e.g. " + s + "GiB or " + s +
+                            "MiB (" + s + "B for bytes)");
+  return parse_bytes(text);
 }
 
 }  // namespace nj::runner

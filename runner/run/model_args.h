@@ -79,6 +79,11 @@ std::string stats_text(const nlohmann::json& stats);
 // otherwise; an empty list is an error unless `allow_empty`.
 Result<std::vector<int32_t>> parse_id_list(const std::string& text, bool allow_empty = false);
 
+// A byte size typed on a command line (`--memory 8GiB`): parse_bytes (engine/util/units.h),
+// but a bare number is refused, since `--memory 16` meant as 16 GiB would be 16 bytes; bytes
+// are written with B ("4096B"). InvalidArgument naming the text and how to write it.
+Result<uint64_t> parse_size_flag(const std::string& text);
+
 // The contents of a text file, or of standard input for "-".
 Result<std::string> read_text_input(const std::string& path);
 

@@ -31,6 +31,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// "1 item", "3 items".
+std::string plural(int64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
 }  // namespace
 
 const char* schedule_name(Schedule s) {
@@ -434,21 +439,33 @@ class QueueRun {
     return Next::kJoined;
   }
 
-  // The model of `claim`'s job failed to open: a failed attempt of the item.
+  // The model of `claim`'s job failed to open: a failed attempt of the item, retried after a
+  // backoff when the model may yet appear (not found, an I/O error: a disk not mounted yet),
+  // failed at once when a file is there but damaged (a truncated or malformed shard, config or
+  // tokenizer: Corruption, InvalidArgument), which waiting does not mend.
   Next fail_open(const Claim& claim, const Status& why) {
     const ItemRow& item = claim.item;
     keeper_.remove(item.id);
+    const bool damaged =
+        why.code() == StatusCode::kCorruption || why.code() == StatusCode::kInvalidArgument;
     const double wait_s = retry_wait_s(options_, item.attempts);
-    auto state = store_.fail_attempt(item.id, owner_, Progress{item.tokens_done, {}, 0, 0},
-                                     why.message(), /*final=*/false, wait_s);
+    auto state = store_.fail_attempt(
+        item.id, owner_, Progress{item.tokens_done, {}, 0, 0},
+        damaged ? "the model is damaged: " + why.message() +
+                      " (fix the file, then `nightjar retry " + std::to_string(claim.job.id) + "`)"
+                : why.message(),
+        /*final=*/damaged, damaged ? std::optional<double>() : std::optional<double>(wait_s));
     if (!state.ok()) {
       release_after_failure(store_, owner_, item, state.status());
       fail_run(state.status());
       return Next::kStopClaiming;
     }
-    spdlog::error("job {} item {}: {}", claim.job.id, item.custom_id, why.message());
+    spdlog::error("job {} ({}) item {}: {}", claim.job.id, claim.job.name, item.custom_id,
+                  why.message());
     if (*state == ItemState::kFailed) {
       ++summary_.failed;
+      summary_.failed_items.push_back(
+          {claim.job.id, claim.job.name, item.custom_id, why.message()});
       auto outputs_ok = finish_job_if_complete(store_, claim.job, home_);
       if (!outputs_ok.ok()) {
         fail_run(outputs_ok.status());
@@ -457,8 +474,8 @@ class QueueRun {
       if (!*outputs_ok) ++summary_.outputs_failed;
     } else if (*state == ItemState::kQueued) {
       ++summary_.failed_attempts;
-      spdlog::info("job {} item {}: next attempt in {}", claim.job.id, item.custom_id,
-                   format_duration(wait_s));
+      spdlog::info("job {} ({}) item {}: next attempt in {}", claim.job.id, claim.job.name,
+                   item.custom_id, format_duration(wait_s));
     }
     return Next::kSkipped;
   }
@@ -539,8 +556,8 @@ class QueueRun {
     switch (report.outcome) {
       case ItemOutcome::kDone:
         ++summary_.done;
-        spdlog::info("job {} item {}: done ({} new tokens in {:.2f} s)", h.claim.job.id,
-                     h.claim.item.custom_id, report.tokens_generated,
+        spdlog::info("job {} ({}) item {}: done ({} new tokens in {:.2f} s)", h.claim.job.id,
+                     h.claim.job.name, h.claim.item.custom_id, report.tokens_generated,
                      std::chrono::duration<double>(Clock::now() - h.started).count());
         break;
       case ItemOutcome::kStopped:
@@ -549,9 +566,11 @@ class QueueRun {
       case ItemOutcome::kLostLease:
         break;
       case ItemOutcome::kAttemptFailed:
-        if (report.state_after == ItemState::kFailed)
+        if (report.state_after == ItemState::kFailed) {
           ++summary_.failed;
-        else
+          summary_.failed_items.push_back(
+              {h.claim.job.id, h.claim.job.name, h.claim.item.custom_id, report.message});
+        } else
           ++summary_.failed_attempts;
         break;
     }
@@ -582,10 +601,11 @@ class QueueRun {
                        {"seconds", std::chrono::duration<double>(Clock::now() - t_start_).count()}}
             .dump()));
     spdlog::info(
-        "run ended ({}): {} items done, {} failed, {} failed attempts; {} tokens in {:.1f} s; up to "
-        "{} items per pass{}{}",
-        summary.end_reason, summary.done, summary.failed, summary.failed_attempts, summary.tokens,
-        std::chrono::duration<double>(Clock::now() - t_start_).count(), summary.passes.max_sequences,
+        "run ended ({}): {} done, {} failed, {}; {} tokens in {:.1f} s; up to {} per pass{}{}",
+        summary.end_reason, plural(summary.done, "item", "items"), summary.failed,
+        plural(summary.failed_attempts, "failed attempt", "failed attempts"), summary.tokens,
+        std::chrono::duration<double>(Clock::now() - t_start_).count(),
+        plural(summary.passes.max_sequences, "item", "items"),
         summary.speculation.passes
             ? fmt::format("; speculation: {} passes, {} drafted, {} accepted",
                           summary.speculation.passes, summary.speculation.drafted,

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/plan/planner.h"
 #include "engine/plan/sweep_plan.h"
@@ -85,9 +86,18 @@ int64_t items_for_batch(const std::vector<JobSummary>& jobs, const JobRow& job);
 // The longest backoff wait, however many attempts failed.
 inline constexpr double kMaxRetryWait_s = 3600;
 
+// An item that failed for good during a run: what the run's end names (exit 4).
+struct FailedItem {
+  int64_t job_id = 0;
+  std::string job_name;
+  std::string custom_id;
+  std::string error;
+};
+
 struct RunSummary {
   int64_t done = 0;
   int64_t failed = 0;            // items that failed for good
+  std::vector<FailedItem> failed_items;  // those items, in the order they failed
   int64_t failed_attempts = 0;   // attempts that failed (item requeued)
   int64_t stopped = 0;           // items put back by a graceful stop
   int64_t outputs_failed = 0;    // jobs whose declared outputs could not be written

@@ -24,4 +24,12 @@ Result<jobs::ClassifySettings> JobSettings::classify() const {
   return jobs::classify_settings_from_json(json_);
 }
 
+Result<std::optional<jobs::OpenAiOutputs>> JobSettings::openai_outputs() const {
+  if (!json_.is_object()) return std::optional<jobs::OpenAiOutputs>();
+  auto it = json_.find("openai_outputs");
+  if (it == json_.end() || it->is_null()) return std::optional<jobs::OpenAiOutputs>();
+  NJ_ASSIGN_OR_RETURN(jobs::OpenAiOutputs o, jobs::openai_outputs_from_json(*it));
+  return std::optional<jobs::OpenAiOutputs>(std::move(o));
+}
+
 }  // namespace nj::runner

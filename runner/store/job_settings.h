@@ -39,6 +39,10 @@ class JobSettings {
   // when it is missing or malformed.
   Result<jobs::ClassifySettings> classify() const;
 
+  // "openai_outputs" (jobs::openai_outputs_from_json): nullopt when the job has none;
+  // InvalidArgument naming the field when malformed.
+  Result<std::optional<jobs::OpenAiOutputs>> openai_outputs() const;
+
  private:
   explicit JobSettings(nlohmann::json json) : json_(std::move(json)) {}
   nlohmann::json json_;  // discarded (not an object) when the text did not parse

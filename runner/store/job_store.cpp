@@ -1,10 +1,11 @@
 // The job store: opening and migrating, submitting, queries, cancel and retry.
 #include "runner/store/job_store.h"
 
+#include <algorithm>
 #include <bit>
-
 #include <chrono>
 #include <cstring>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -528,33 +529,101 @@ Result<std::vector<EventRow>> JobStore::events(std::optional<int64_t> job_id,
 // ---- control ----------------------------------------------------------------------------
 
 Result<int64_t> JobStore::cancel_job(int64_t job_id) {
-  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
-  const double now = clock_();
-  NJ_ASSIGN_OR_RETURN(Stmt s,
-                      db_->prepare("UPDATE items SET state = 'cancelled', lease_owner = NULL, "
-                                   "lease_expires = NULL, finished_at = ? "
-                                   "WHERE job_id = ? AND state IN ('queued', 'running')"));
-  NJ_RETURN_IF_ERROR(s.bind(1, now).bind(2, job_id).run());
-  const int64_t n = db_->changes();
-  NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, std::nullopt, "cancelled",
-                                  nlohmann::json{{"items", n}}.dump()));
-  NJ_RETURN_IF_ERROR(txn->commit());
-  return n;
+  NJ_ASSIGN_OR_RETURN(auto moved, cancel_items(job_id, {}));
+  return static_cast<int64_t>(moved.size());
 }
 
 Result<int64_t> JobStore::retry_job(int64_t job_id) {
+  NJ_ASSIGN_OR_RETURN(auto moved, retry_items(job_id, {}));
+  return static_cast<int64_t>(moved.size());
+}
+
+Result<std::vector<JobStore::MovedItem>> JobStore::cancel_items(
+    int64_t job_id, const std::vector<std::string>& custom_ids) {
+  return move_items(job_id, custom_ids, {"queued", "running"},
+                    "state = 'cancelled', lease_owner = NULL, lease_expires = NULL, "
+                    "finished_at = ?1",
+                    "cancelled", "only queued or running items can be cancelled");
+}
+
+Result<std::vector<JobStore::MovedItem>> JobStore::retry_items(
+    int64_t job_id, const std::vector<std::string>& custom_ids) {
+  // Attempts start again from 0 (max_attempts applies afresh); the "retried" event keeps
+  // the history (the attempts the item had, its last error).
+  return move_items(job_id, custom_ids, {"failed", "cancelled"},
+                    "state = 'queued', attempts = 0, last_error = NULL, finished_at = NULL, "
+                    "retry_at = NULL",
+                    "retried", "only failed or cancelled items can be retried");
+}
+
+Result<std::vector<JobStore::MovedItem>> JobStore::move_items(
+    int64_t job_id, const std::vector<std::string>& custom_ids,
+    const std::vector<std::string>& from, const char* set, const char* kind, const char* allowed) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   const double now = clock_();
-  NJ_ASSIGN_OR_RETURN(
-      Stmt s, db_->prepare("UPDATE items SET state = 'queued', attempts = 0, last_error = NULL, "
-                           "finished_at = NULL, retry_at = NULL "
-                           "WHERE job_id = ? AND state IN ('failed', 'cancelled')"));
-  NJ_RETURN_IF_ERROR(s.bind(1, job_id).run());
-  const int64_t n = db_->changes();
-  NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, std::nullopt, "retried",
-                                  nlohmann::json{{"items", n}}.dump()));
+  struct Row {
+    int64_t id;
+    std::string state;
+    int64_t attempts;
+    std::optional<std::string> last_error;
+  };
+  std::map<std::string, Row> rows;
+  std::vector<std::string> order;  // spec order
+  {
+    NJ_ASSIGN_OR_RETURN(Stmt q, db_->prepare("SELECT id, custom_id, state, attempts, last_error "
+                                             "FROM items WHERE job_id = ? ORDER BY id"));
+    q.bind(1, job_id);
+    for (;;) {
+      NJ_ASSIGN_OR_RETURN(bool row, q.step());
+      if (!row) break;
+      rows[q.text(1)] = Row{q.int64(0), q.text(2), q.int64(3), q.opt_text(4)};
+      order.push_back(q.text(1));
+    }
+  }
+  auto applies = [&](const std::string& state) {
+    return std::find(from.begin(), from.end(), state) != from.end();
+  };
+  std::vector<std::string> chosen;
+  if (custom_ids.empty()) {
+    for (const std::string& id : order)
+      if (applies(rows[id].state)) chosen.push_back(id);
+  } else {
+    std::vector<std::string> missing, refused;
+    for (const std::string& id : custom_ids) {
+      auto it = rows.find(id);
+      if (it == rows.end())
+        missing.push_back("'" + id + "'");
+      else if (!applies(it->second.state))
+        refused.push_back("'" + id + "' is " + it->second.state);
+      else if (std::find(chosen.begin(), chosen.end(), id) == chosen.end())
+        chosen.push_back(id);
+    }
+    auto joined = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+      return s;
+    };
+    if (!missing.empty())
+      return not_found("no item " + joined(missing) + " in this job (nothing changed)");
+    if (!refused.empty())
+      return failed_precondition(joined(refused) + ": " + allowed + " (nothing changed)");
+  }
+  NJ_ASSIGN_OR_RETURN(Stmt u,
+                      db_->prepare(std::string("UPDATE items SET ") + set + " WHERE id = ?2"));
+  std::vector<MovedItem> moved;
+  for (const std::string& id : chosen) {
+    const Row& r = rows[id];
+    u.reset();
+    NJ_RETURN_IF_ERROR(u.bind(1, now).bind(2, r.id).run());
+    nlohmann::json detail = {{"from", r.state}, {"attempts", r.attempts}};
+    if (r.last_error) detail["last_error"] = *r.last_error;
+    NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, r.id, kind, detail.dump()));
+    moved.push_back(MovedItem{id, r.state});
+  }
+  NJ_RETURN_IF_ERROR(insert_event(*db_, now, job_id, std::nullopt, kind,
+                                  nlohmann::json{{"items", moved.size()}}.dump()));
   NJ_RETURN_IF_ERROR(txn->commit());
-  return n;
+  return moved;
 }
 
 Status JobStore::record_outputs(int64_t job_id, const std::vector<std::string>& written,

@@ -306,6 +306,22 @@ class JobStore {
   // items resume. Returns the number of items requeued.
   Result<int64_t> retry_job(int64_t job_id);
 
+  // One item a control command moved: its custom_id and the state it left.
+  struct MovedItem {
+    std::string custom_id;
+    std::string from;
+  };
+  // cancel_job / retry_job for the items named by `custom_ids` (in that order; all of the
+  // job's items in its state when empty). A named id that is not the job's fails with
+  // NotFound, a named item in a state the action does not apply to (cancel: queued or
+  // running; retry: failed or cancelled) with FailedPrecondition naming it and its state;
+  // either way nothing changes (one transaction), and the message names the items, not the
+  // job (the caller does). Each moved item gets an event.
+  Result<std::vector<MovedItem>> cancel_items(int64_t job_id,
+                                              const std::vector<std::string>& custom_ids);
+  Result<std::vector<MovedItem>> retry_items(int64_t job_id,
+                                             const std::vector<std::string>& custom_ids);
+
   Status add_event(std::optional<int64_t> job_id, std::optional<int64_t> item_id,
                    const std::string& kind, const std::string& detail_json);
 
@@ -386,6 +402,12 @@ class JobStore {
  private:
   JobStore(std::unique_ptr<sql::Db> db, StoreOptions options);
   Status migrate(bool create);
+  // cancel_items / retry_items: `from` the states the action applies to, `set` the UPDATE's
+  // assignments (bound: ?1 = now), `kind` the event.
+  Result<std::vector<MovedItem>> move_items(int64_t job_id,
+                                            const std::vector<std::string>& custom_ids,
+                                            const std::vector<std::string>& from, const char* set,
+                                            const char* kind, const char* allowed);
   // The INSERTs of submit, inside the caller's transaction.
   Result<int64_t> insert_job(const NewJob& job, double now, const std::string* shard,
                              const std::string* digest);

@@ -61,11 +61,11 @@ echo "load: $(uptime)"
 budget() {
   local m=$1
   shift
-  { OMP_WAIT_POLICY=passive "$bin" generate --model "$m" --memory 1 --max-tokens "$tokens" "$@" 2>&1 >/dev/null ||
+  { OMP_WAIT_POLICY=passive "$bin" generate --model "$m" --memory 1B --max-tokens "$tokens" "$@" 2>&1 >/dev/null ||
     true; } |
     /usr/bin/python3 -c 'import re,sys; t=sys.stdin.read(); m=re.search(r"minimum of [^(]*\((\d+) bytes\)", t)
 if not m: sys.exit("cannot read the minimum budget from: " + t)
-print(int(int(m.group(1)) * 1.6))'
+print(str(int(int(m.group(1)) * 1.6)) + "B")'
 }
 
 # run NAME MODEL MEMORY ARGS...: one cold `generate --output json` into $out/NAME.json.

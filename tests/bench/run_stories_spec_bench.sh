@@ -47,11 +47,11 @@ sampled=(--temperature 0.8 --top-p 0.95 --seed 7)
 
 # budget ARGS...: factor x the smallest budget `generate ARGS` runs in.
 budget() {
-  { OMP_WAIT_POLICY=passive "$bin" generate --model "$model" --memory 1 --max-tokens "$tokens" "$@" 2>&1 >/dev/null ||
+  { OMP_WAIT_POLICY=passive "$bin" generate --model "$model" --memory 1B --max-tokens "$tokens" "$@" 2>&1 >/dev/null ||
     true; } |
     /usr/bin/python3 -c 'import re,sys; t=sys.stdin.read(); m=re.search(r"minimum of [^(]*\((\d+) bytes\)", t)
 if not m: sys.exit("cannot read the minimum budget from: " + t)
-print(int(int(m.group(1)) * float(sys.argv[1])))' "$factor"
+print(str(int(int(m.group(1)) * float(sys.argv[1]))) + "B")' "$factor"
 }
 
 # run NAME MEMORY ARGS...: one `generate --output json` into $out/NAME.json.

@@ -92,12 +92,12 @@ class GenerateBatch(unittest.TestCase):
     def test_under_a_memory_budget_with_prefill_mixed_into_decode_passes(self):
         for budget in (self.min3, 2 * self.min3):
             with self.subTest(budget=budget):
-                out = self.batched("--batch", "3", "--memory", str(budget), "--prefill-chunk", "16")
+                out = self.batched("--batch", "3", "--memory", f"{budget}B", "--prefill-chunk", "16")
                 self.check_equal(out)
                 self.assertGreater(out["stats"]["bytes_read"]["experts"], 0)
 
     def test_default_batch_is_what_the_budget_holds(self):
-        out = self.batched("--memory", str(self.min3), "--prefill-chunk", "16")
+        out = self.batched("--memory", f"{self.min3}B", "--prefill-chunk", "16")
         self.assertGreaterEqual(out["batch"], 3)
         self.check_equal(out)
 

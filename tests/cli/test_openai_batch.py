@@ -163,8 +163,14 @@ class OpenAiBatch(unittest.TestCase):
             body = req["body"]
             self.assertEqual(list(ids), expected_prompt(body)[1], req["custom_id"])
             self.assertEqual(params["max_tokens"], body.get("max_tokens") or body.get("max_completion_tokens"))
-            self.assertAlmostEqual(params["temperature"], body.get("temperature") or 0, places=6)
-            self.assertEqual(params["seed"], body.get("seed", 0))
+            # OpenAI's default temperature is 1 (absent or null); without a seed one is derived
+            # from the job's name and the custom_id (test_defaults_as_openai_defines_them).
+            temperature = body.get("temperature")
+            self.assertAlmostEqual(params["temperature"], 1 if temperature is None else temperature, places=6)
+            if "seed" in body:
+                self.assertEqual(params["seed"], body["seed"])
+            else:
+                self.assertNotEqual(params["seed"], 0)
             self.assertEqual(params["chat"]["thinking"], thinking_of(body)[0])
             self.assertEqual(params.get("logprobs", False), body.get("logprobs", False))
         # Typed control-token names are text: only the envelope's controls are control ids.
@@ -255,7 +261,7 @@ class OpenAiBatch(unittest.TestCase):
 
     def test_stop_strings_end_the_reply_where_the_text_first_shows_them(self):
         req = {"custom_id": "free", "body": {"messages": [{"role": "user", "content": "Tell me about owls."}],
-                                             "max_tokens": 24}}
+                                             "max_tokens": 24, "temperature": 0}}
         free = self.run_file(self.write_requests("free.jsonl", [req]), "free")["free"]
         content = free["response"]["body"]["choices"][0]["message"]["content"]
         _, output = self.prompt_and_output("free")
@@ -329,7 +335,8 @@ class OpenAiBatch(unittest.TestCase):
             text, ids = expected_prompt(body)
             self.assertEqual(got, {"text": text, "ids": ids}, cid)
         # generate --chat-file gives the tokens `run` gives for the same request (greedy).
-        out = self.run_file(self.write_requests("two.jsonl", [reqs["req-1"], reqs["req-4"]]), "two")
+        greedy = [dict(reqs[cid], body=dict(reqs[cid]["body"], temperature=0)) for cid in ("req-1", "req-4")]
+        out = self.run_file(self.write_requests("two.jsonl", greedy), "two")
         for cid in ("req-1", "req-4"):
             body = reqs[cid]["body"]
             chat = os.path.join(self.dir, cid + ".json")
@@ -361,6 +368,128 @@ class OpenAiBatch(unittest.TestCase):
         p = subprocess.run([ARGS.bin, "tokenize", "--model", MODEL, "--text", "x", "--thinking"],
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 2, "--thinking needs --chat-file")
+
+    def params_of(self, custom_id):
+        ((params,),) = self.nj.query("SELECT params FROM items WHERE custom_id = ?", (custom_id,))
+        return json.loads(params)
+
+    def test_defaults_as_openai_defines_them(self):
+        """Issue 34: a request without max_tokens runs up to the model's context (at most the
+        job's default, --max-tokens, 4096); without temperature at 1; without a seed at one
+        derived from the job's name and the custom_id: the same tokens in any home, run after
+        run (no longer cut at 64, no longer greedy)."""
+        plain = {"messages": [{"role": "user", "content": "Tell me about owls."}]}
+        path = self.write_requests("defaults.jsonl", [{"custom_id": "a", "body": plain},
+                                                      {"custom_id": "b", "body": plain}])
+        p = self.submit(path, None, "--name", "night")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        a, b = self.params_of("a"), self.params_of("b")
+        config = json.loads(open(os.path.join(MODEL, "config.json")).read())
+        limits = [config.get("max_position_embeddings")]
+        tok_config = os.path.join(MODEL, "tokenizer_config.json")
+        limits.append(json.loads(open(tok_config).read()).get("model_max_length"))
+        limit = min(v for v in limits if isinstance(v, int))
+        prompt = expected_prompt(plain)[1]
+        self.assertEqual(a["max_tokens"], min(4096, limit - len(prompt)))
+        self.assertEqual((a["temperature"], b["temperature"]), (1, 1))
+        self.assertNotEqual(a["seed"], b["seed"], "one seed per custom_id")
+        # The job's default; the same seeds under the same name in another home, others under
+        # another name.
+        self.nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home2"))
+        p = self.submit(path, None, "--name", "night", "--max-tokens", "6")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.params_of("a")["max_tokens"], 6)
+        self.assertEqual((self.params_of("a")["seed"], self.params_of("b")["seed"]), (a["seed"], b["seed"]))
+        run = self.nj.run("run", "--drain", *RUN)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        first = {r["custom_id"]: r["output_ids"] for r in self.nj.results("night")}
+        self.nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home3"))
+        self.assertEqual(self.submit(path, None, "--name", "night", "--max-tokens", "6").returncode, 0)
+        run = self.nj.run("run", "--drain", *RUN, "--batch", "1")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        again = {r["custom_id"]: r["output_ids"] for r in self.nj.results("night")}
+        self.assertEqual(again, first, "sampled, and reproducible from the job and custom_id")
+        self.nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home4"))
+        self.assertEqual(self.submit(path, None, "--name", "other").returncode, 0)
+        self.assertNotEqual(self.params_of("a")["seed"], a["seed"])
+        self.assertEqual(self.nj.run("submit", "--openai-batch", path, "--model", MODEL, "--max-tokens", "0").returncode, 2)
+
+    def test_fields_that_change_nothing_are_accepted_and_recorded(self):
+        """Issue 34: user, metadata, zero penalties, a text response_format, n 1, stream false
+        and an empty logit_bias are accepted, recorded with the item, and change no token;
+        what would change the output is refused, naming the field."""
+        extras = {"user": "u-17", "metadata": {"team": "night"}, "presence_penalty": 0, "frequency_penalty": 0.0,
+                  "response_format": {"type": "text"}, "n": 1, "stream": False, "logit_bias": {}}
+        body = {"messages": [{"role": "user", "content": "Name a bird."}], "max_tokens": 5, "seed": 3,
+                "temperature": 0.9}
+        with_extras = self.run_file(self.write_requests("x.jsonl", [{"custom_id": "q", "body": dict(body, **extras)}]),
+                                    "x")["q"]
+        self.assertEqual(self.params_of("q")["accepted_fields"], extras)
+        _, tokens = self.prompt_and_output("q")
+        self.nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home2"))
+        self.run_file(self.write_requests("x.jsonl", [{"custom_id": "q", "body": body}]), "x")
+        self.assertNotIn("accepted_fields", self.params_of("q"))
+        self.assertEqual(self.prompt_and_output("q")[1], tokens, "the accepted fields change no token")
+        self.assertEqual(schema_errors(with_extras), [])
+        for field, value, needle in (("presence_penalty", 0.5, "only 0"), ("frequency_penalty", -1, "only 0"),
+                                     ("response_format", {"type": "json_object"}, "only {\"type\": \"text\"}"),
+                                     ("stream", True, "only false"), ("logit_bias", {"5": 1}, "only {}"),
+                                     ("user", 5, "expected text"), ("metadata", {"a": 1}, "expected an object")):
+            path = self.write_requests("bad.jsonl", [{"custom_id": "q", "body": dict(body, **{field: value})}])
+            p = self.submit(path)
+            self.assertEqual(p.returncode, 3, (field, p.stderr))
+            self.assertIn(f"bad.jsonl:1: body.{field}: {needle}", p.stderr)
+
+    def test_output_and_error_files_are_written_when_the_job_ends(self):
+        """Issue 34: `submit --openai-batch IN --output-file OUT [--error-file ERR]` writes the
+        Batch API's output file (and error file) when the job ends, atomically, the same
+        lines as `results --format openai`, split as OpenAI splits them."""
+        reqs = [{"custom_id": f"r{k}", "body": {"messages": [{"role": "user", "content": f"Count to {k}."}],
+                                                "max_tokens": 4, "temperature": 0}} for k in range(3)]
+        path = self.write_requests("in.jsonl", reqs)
+        out, err = os.path.join(self.dir, "out", "night.jsonl"), os.path.join(self.dir, "night-errors.jsonl")
+        p = self.submit(path, None, "--name", "split", "--output-file", out, "--error-file", err)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.nj.run("cancel", "split", "--item", "r1").returncode, 0)
+        self.assertFalse(os.path.exists(out), "written when the job ends, not before")
+        run = self.nj.run("run", "--drain", *RUN)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        every = self.nj.run("results", "split", "--format", "openai").stdout.splitlines(keepends=True)
+        with open(out) as f:
+            self.assertEqual(f.read(), every[0] + every[2])
+        with open(err) as f:
+            self.assertEqual(f.read(), every[1])
+        self.assertEqual(json.loads(every[1])["error"]["code"], "item_cancelled")
+        self.assertEqual(sorted(os.listdir(os.path.dirname(out))), ["night.jsonl"], "no temporary file left")
+        self.assertEqual(self.nj.status("split")["job"]["outputs"]["state"], "written")
+        # Retried and run again: the files follow (the job ends again).
+        self.assertEqual(self.nj.run("retry", "split", "r1").returncode, 0)
+        run = self.nj.run("run", "--drain", *RUN)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        every = self.nj.run("results", "split", "--format", "openai").stdout
+        with open(out) as f:
+            self.assertEqual(f.read(), every)
+        with open(err) as f:
+            self.assertEqual(f.read(), "")
+        # Without --error-file every line goes to the output file; --write writes it again.
+        self.nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home2"))
+        one = os.path.join(self.dir, "all.jsonl")
+        self.assertEqual(self.submit(path, None, "--name", "one", "--output-file", one).returncode, 0)
+        self.assertEqual(self.nj.run("cancel", "one", "--item", "r0").returncode, 0)
+        self.assertEqual(self.nj.run("run", "--drain", *RUN).returncode, 0)
+        with open(one) as f:
+            self.assertEqual(f.read(), self.nj.run("results", "one", "--format", "openai").stdout)
+        os.remove(one)
+        self.assertEqual(self.nj.run("results", "one", "--write").returncode, 0)
+        self.assertTrue(os.path.exists(one))
+        # Refused: an error file alone, a file in the home, the input itself, one file twice.
+        self.assertEqual(self.submit(path, None, "--error-file", err).returncode, 2)
+        for args, needle in ((["--output-file", os.path.join(self.nj.home, "o.jsonl")], "home"),
+                             (["--output-file", path], "in.jsonl"),
+                             (["--output-file", out, "--error-file", out], "same file")):
+            p = self.submit(path, None, *args)
+            self.assertEqual(p.returncode, 3, (args, p.stderr))
+            self.assertIn(needle, p.stderr)
 
     def test_unfinished_items_come_back_as_errors(self):
         self.assertEqual(self.submit(SAMPLE).returncode, 0)

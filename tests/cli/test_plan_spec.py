@@ -161,6 +161,84 @@ class PlanSpec(unittest.TestCase):
             proc.terminate()
             proc.wait(timeout=120)
 
+    def test_a_job_in_the_store_is_planned_as_its_spec(self):
+        """Issue 34: `plan JOB` (a queued job, from the store) gives plan SPEC's JSON, for the
+        work the job has left; a finished job, an unknown one and a missing home say so."""
+        items = generate_items(4)
+        spec = njtest.write_spec(os.path.join(self.dir, "g.yaml"), "gen", MODEL, items)
+        nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home"))
+        job = nj.submit(spec)
+        want = self.plan_json(spec, "--threads", "1")
+        for ref in (str(job), "gen"):
+            got = json.loads(self.plan(ref, "--home", nj.home, "--threads", "1", "--output", "json").stdout)
+            self.assertEqual(set(got), set(want), "the same JSON as plan SPEC")
+            for key in ("job", "kind", "model", "memory_bytes", "items", "batch", "passes", "rows",
+                        "prompt_tokens", "decode_tokens", "predicted_bytes"):
+                self.assertEqual(got[key], want[key], key)
+        # The global --home works too, and text.
+        p = subprocess.run([ARGS.bin, "--home", nj.home, "plan", str(job)], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("gen", p.stdout)
+        # Part of the job done: the plan covers what is left.
+        p = nj.run("run", *RUN, "--max-items", "1", "--batch", "1")
+        self.assertIn(p.returncode, (0,), p.stderr)
+        left = json.loads(self.plan(str(job), "--home", nj.home, "--output", "json").stdout)
+        self.assertEqual(left["items"], 3)
+        p = nj.run("run", *RUN)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = self.plan(str(job), "--home", nj.home, ok=False)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertIn("no queued or running items", p.stderr)
+        self.assertIn(f"job {job} (gen)", p.stderr)
+        p = self.plan("nosuch", "--home", nj.home, ok=False)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertIn("nosuch", p.stderr)
+        missing = os.path.join(self.dir, "no-home")
+        p = self.plan("gen", "--home", missing, ok=False)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertIn(missing, p.stderr)
+        self.assertFalse(os.path.exists(missing))
+        p = self.plan(str(job), "--home", nj.home, "--memory", "1GiB", ok=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+
+    def test_an_openai_batch_file_is_planned_as_submit_would_queue_it(self):
+        """Issue 34: `plan --openai-batch FILE --model DIR [--memory SIZE]` gives plan SPEC's
+        JSON for the job `submit --openai-batch` would queue, equal to `plan JOB` of that job."""
+        path = os.path.join(self.dir, "requests.jsonl")
+        with open(path, "w") as f:
+            for k in range(3):
+                f.write(json.dumps({"custom_id": f"r{k}", "method": "POST", "url": "/v1/chat/completions",
+                                    "body": {"messages": [{"role": "user", "content": "hello " * (k + 1)}],
+                                             "max_tokens": 6 + k}}) + "\n")
+        spec_like = json.loads(self.plan(
+            njtest.write_spec(os.path.join(self.dir, "g.yaml"), "gen", MODEL, generate_items(1)),
+            "--output", "json").stdout)
+        p = subprocess.run([ARGS.bin, "plan", "--openai-batch", path, "--model", TOK_MODEL, "--memory", "1GiB",
+                            "--threads", "1", "--output", "json"], capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = json.loads(p.stdout)
+        self.assertEqual(set(got), set(spec_like), "the same JSON as plan SPEC")
+        self.assertEqual((got["job"], got["kind"], got["items"], got["memory_bytes"]),
+                         ("requests", "generate", 3, 1 << 30))
+        self.assertEqual(got["decode_tokens"], 5 + 6 + 7, "max_tokens 6, 7, 8: the first from the prompt's pass")
+        nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home"))
+        p = nj.run("submit", "--openai-batch", path, "--model", TOK_MODEL, "--memory", "1GiB")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        stored = json.loads(self.plan("requests", "--home", nj.home, "--threads", "1", "--output", "json").stdout)
+        for key in ("items", "passes", "rows", "prompt_tokens", "decode_tokens", "predicted_bytes", "memory_bytes"):
+            self.assertEqual(stored[key], got[key], key)
+        for args in (["--openai-batch", path], ["--openai-batch", path, "--model", TOK_MODEL, "g.yaml"],
+                     ["--openai-batch", path, "--model", TOK_MODEL, "--memory", "lots"]):
+            p = subprocess.run([ARGS.bin, "plan", *args], capture_output=True, text=True, timeout=600)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+        bad = os.path.join(self.dir, "bad.jsonl")
+        with open(bad, "w") as f:
+            f.write('{"custom_id": "a", "body": {}}\n')
+        p = subprocess.run([ARGS.bin, "plan", "--openai-batch", bad, "--model", TOK_MODEL],
+                           capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertIn("bad.jsonl:1", p.stderr)
+
     def test_usage_errors(self):
         spec = njtest.write_spec(os.path.join(self.dir, "g.yaml"), "gen", MODEL, generate_items(1))
         for args, flag in ((["--memory", "1GiB"], "--memory"), (["--until", "25:00"], "--until"),

@@ -184,7 +184,7 @@ class Run(unittest.TestCase):
         self.wait_for_tokens(proc)
         p = self.nj.run("cancel", str(job))
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertIn("cancelled 1 items", p.stdout)
+        self.assertIn("cancelled 1 item of job", p.stdout)
         deadline = time.time() + 60
         while "cancelled or taken over" not in self.log_text() and time.time() < deadline:
             time.sleep(0.05)
@@ -198,7 +198,7 @@ class Run(unittest.TestCase):
 
         p = self.nj.run("retry", str(job))
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertIn("requeued 1 items", p.stdout)
+        self.assertIn("requeued 1 item of job", p.stdout)
         p = self.nj.run("run", *RUN, "--drain")
         self.assertEqual(p.returncode, 0, p.stderr)
         (resumed,) = [d for _, k, d in self.nj.events("resumed")]

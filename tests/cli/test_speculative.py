@@ -68,7 +68,7 @@ class Speculative(unittest.TestCase):
             truth = plain["output_ids"]
             wrong = [(t + 1) % self.vocab for t in truth]
             # (k = 1..8 and 2x the minimum budget are covered by tests/unit/spec.)
-            for budget in ([], ["--memory", str(self.min)]):
+            for budget in ([], ["--memory", f"{self.min}B"]):
                 for k in ("1", "8"):
                     with self.subTest(sampling=sampling, budget=budget, k=k):
                         right = generate("--prompt", PLAIN, "--max-tokens", "30", *sampling, *budget,

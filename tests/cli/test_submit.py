@@ -156,6 +156,30 @@ class Submit(unittest.TestCase):
             self.assertEqual(p.returncode, 3, cmd)
             self.assertIn("no job store", p.stderr)
 
+    def test_only_submit_creates_a_home(self):
+        """Issue 34: a mistyped home must not run an empty night and exit 0. run and report
+        refuse a home with no job store (exit 3, naming the path and NIGHTJAR_HOME) and
+        create nothing; --home and NIGHTJAR_HOME alike."""
+        missing = os.path.join(WORK, "no", "such", "dir")
+        for cmd in (["run", "--drain"], ["run", "--drain", "--exclusive"], ["report"],
+                    ["report", "--out", os.path.join(WORK, "r.html")]):
+            p = subprocess.run([ARGS.bin, *cmd, "--home", missing], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 3, (cmd, p.stderr))
+            self.assertIn(missing, p.stderr)
+            self.assertIn("NIGHTJAR_HOME", p.stderr)
+            self.assertFalse(os.path.exists(missing), cmd)
+        env = dict(os.environ, NIGHTJAR_HOME=missing)
+        p = subprocess.run([ARGS.bin, "run", "--drain"], capture_output=True, text=True, env=env)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertIn(missing, p.stderr)
+        self.assertFalse(os.path.exists(missing))
+        # An existing directory without a store is refused too, and left as it was.
+        empty = os.path.join(WORK, "empty-home")
+        os.makedirs(empty, exist_ok=True)
+        p = subprocess.run([ARGS.bin, "run", "--drain", "--home", empty], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertEqual(os.listdir(empty), [])
+
     def test_unknown_job_is_named(self):
         nj = self.nj("unknown")
         nj.submit(self.spec("u", GOOD))

@@ -39,7 +39,7 @@ def limited_address_space():
 class ThreadLimits(unittest.TestCase):
     def generate(self, *extra, preexec_fn=None):
         return subprocess.run([ARGS.bin, "generate", "--model", MODEL, "--prompt-ids", "1,2", "--max-tokens", "2",
-                               "--threads", "1", "--memory", str(2 * min_memory()), *extra],
+                               "--threads", "1", "--memory", f"{2 * min_memory()}B", *extra],
                               capture_output=True, text=True, timeout=300, preexec_fn=preexec_fn)
 
     def test_io_threads_beyond_the_bound_is_a_usage_error(self):
