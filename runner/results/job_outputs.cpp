@@ -97,7 +97,13 @@ Status write_output(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-std::string csv_field(const std::string& text) {
+std::string csv_field(const std::string& raw) {
+  // Invalid UTF-8 (a generation cut inside a character) becomes U+FFFD exactly as the JSON
+  // forms write it, so that `merge --format csv` (which reads those) writes the same text.
+  const std::string text =
+      nlohmann::json::parse(
+          nlohmann::json(raw).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+          .get<std::string>();
   if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
   std::string out = "\"";
   for (char c : text) {
@@ -117,6 +123,12 @@ Result<std::string> records_csv(const std::string& kind, const std::string& sett
 Result<std::string> results_csv(JobStore& store, const JobRow& job) {
   NJ_ASSIGN_OR_RETURN(auto records, job_records(store, job));
   return records_csv(job.kind, job.settings_json, records);
+}
+
+bool declares_outputs(const JobRow& job) {
+  if (!is_classify(job)) return false;
+  auto c = JobSettings::of(job).classify();
+  return c.ok() && (c->output_jsonl || c->output_csv);
 }
 
 Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const JobRow& job,

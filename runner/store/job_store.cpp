@@ -31,7 +31,8 @@ const char* const kItemColumns =
     "i.last_error, "
     "i.started_at, i.finished_at, json_extract(i.params, '$.max_tokens'), "
     "i.io_wait_s, i.compute_s, i.bytes_read, i.tokens_fed, i.decode_steps, i.retry_at, "
-    "i.numerics_version, i.max_batch, i.spec_passes, i.spec_drafted, i.spec_accepted";
+    "i.numerics_version, i.max_batch, i.spec_passes, i.spec_drafted, i.spec_accepted, "
+    "i.batch_deaths";
 
 JobRow read_job(const Stmt& s, int c) {
   JobRow j;
@@ -84,6 +85,7 @@ ItemRow read_item(const Stmt& s, int c) {
   i.usage.spec_passes = s.int64(c + 27);
   i.usage.spec_drafted = s.int64(c + 28);
   i.usage.spec_accepted = s.int64(c + 29);
+  i.batch_deaths = static_cast<int>(s.int64(c + 30));
   return i;
 }
 
@@ -546,8 +548,8 @@ Result<int64_t> JobStore::retry_job(int64_t job_id) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   const double now = clock_();
   NJ_ASSIGN_OR_RETURN(
-      Stmt s, db_->prepare("UPDATE items SET state = 'queued', attempts = 0, last_error = NULL, "
-                           "finished_at = NULL, retry_at = NULL "
+      Stmt s, db_->prepare("UPDATE items SET state = 'queued', attempts = 0, batch_deaths = 0, "
+                           "last_error = NULL, finished_at = NULL, retry_at = NULL "
                            "WHERE job_id = ? AND state IN ('failed', 'cancelled')"));
   NJ_RETURN_IF_ERROR(s.bind(1, job_id).run());
   const int64_t n = db_->changes();
