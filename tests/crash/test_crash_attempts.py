@@ -89,8 +89,8 @@ class Base(unittest.TestCase):
             "SELECT custom_id FROM items WHERE state = 'running' AND lease_owner LIKE ?", (owner,))]
 
     def items(self):
-        rows = self.nj.query("SELECT custom_id, state, attempts, batch_deaths FROM items ORDER BY seq")
-        return {cid: {"state": s, "attempts": a, "batch_deaths": d} for cid, s, a, d in rows}
+        rows = self.nj.query("SELECT custom_id, state, attempts FROM items ORDER BY seq")
+        return {cid: {"state": s, "attempts": a} for cid, s, a in rows}
 
 
 class TakenOverItemFailed(Base):

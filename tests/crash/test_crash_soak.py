@@ -16,7 +16,7 @@ probabilities and margin), and each classify copy's output file equals the unint
 run's.
 
 Default: 200 kills (`ctest -L large -R crash_soak`); --kills N for fewer; --seed
-reproduces a sequence; --max-delay S: the longest life before a kill (default 0.3 s).
+reproduces a sequence; --max-delay S: the longest life before a kill (default 0.6 s).
 """
 import json
 import os
@@ -186,4 +186,4 @@ class CrashSoak(unittest.TestCase):
 if __name__ == "__main__":
     njtest.main(globals(), [("--kills", {"type": int, "default": 200}),
                             ("--seed", {"type": int, "default": None}),
-                            ("--max-delay", {"type": float, "default": 0.3})])
+                            ("--max-delay", {"type": float, "default": 0.6})])
