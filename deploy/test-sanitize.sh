@@ -15,7 +15,9 @@
 # cli_outputs_overwrite, cli_openai_examples, cli_doctor, cli_tokenize: 3-4x slower here;
 # and, measured here on 2026-12-02 at 410, 155, 100 and 79 s of the stage's 889 s,
 # cli_plan_spec, cli_backoff_and_stalled, cli_speculative, cli_classify_resume; and
-# cli_run_speculative, whose engine and runner paths the [runner][spec] Catch2 test runs here),
+# cli_run_speculative, whose engine and runner paths the [runner][spec] Catch2 test runs here;
+# cli_sweep_crash, whose boundary files and resumes the [sweep] Catch2 tests run here and
+# whose runner path cli_sweep does),
 # and these, that cannot or need not run under the sanitizers:
 #   crash_sigkill, crash_sigkill_speculative   SIGKILLs at random instants test durability,
 #                   not memory
@@ -48,6 +50,7 @@ cmake --build build-asan -j"$jobs"
 python_only='reference_.*|schema_contract'
 long_cli='cli_run|cli_classify|cli_state|cli_generate_batch|cli_openai_batch|cli_array|cli_outputs_overwrite|cli_openai_examples|cli_doctor|cli_tokenize'
 long_cli+='|cli_plan_spec|cli_backoff_and_stalled|cli_speculative|cli_classify_resume|cli_run_speculative'
+long_cli+='|cli_sweep_crash'
 cannot='crash_sigkill|crash_sigkill_speculative|store_faults|cli_thread_limits|cli_disk_full_releases_lease'
 cannot+='|crash_attempts|crash_soak_short|crash_soak|cli_hardening_round2'
 # Leaks are bugs too: LeakSanitizer checks every test process at exit.

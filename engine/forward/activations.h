@@ -166,7 +166,7 @@ void visit_buffers(A& a, const ModelConfig& c, const ActivationShape& s, F&& f) 
     f(a.mla.gate, R * nh * vd);
     f(a.mla.per_head, nh * (2 * kvl + static_cast<size_t>(s.max_context)));
   }
-  visit_ffn_buffers(a.moe, a.ffn, c, R, f);
+  visit_ffn_buffers(a.moe, a.ffn, c, R, R, f);
 }
 
 }  // namespace nj

@@ -7,7 +7,8 @@
 
 namespace nj {
 
-// SiTU-GLU MLP: out = down(SiTU(gate x, up x)). x [rows][hidden] → out [rows][hidden].
+// SiTU-GLU MLP: out = down(SiTU(gate x, up x)). x [rows][hidden] → out [rows][hidden], as
+// many rows at once as `a` holds (any number of rows; the bits do not depend on the chunks).
 void ffn_forward(const ModelConfig& c, const DenseFfnWeights& w, const float* x, int rows,
                  float* out, FfnActivations& a);
 

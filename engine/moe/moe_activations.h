@@ -26,28 +26,30 @@ struct MoeActivations {
   Buf<float> gather;        // [group rows][latent] a group of experts' input rows
   Buf<float> g, u;          // [group rows][moe_inter]
   Buf<float> y;             // [group rows][latent] their output rows
-  Buf<float> expert_out;    // [rows][top_k][latent]
-  Buf<float> acc;           // [rows][latent] combined, normed
-  Buf<float> shared;        // [rows][hidden] the shared expert's output
+  Buf<float> acc;           // [rows][latent] Σ w_j y_j in ascending expert order, then normed
+  Buf<float> shared;        // [ffn rows][hidden] the shared expert's output, a chunk at a time
 };
 
 // SiTU-GLU MLP (dense layers and the shared expert).
 struct FfnActivations {
-  Buf<float> g, u;  // [rows][max(dense_inter, shared_inter)]
+  Buf<float> g, u;  // [ffn rows][max(dense_inter, shared_inter)]
 };
 
 // Token rows the MoE's expert groups hold at once (engine/moe/expert_group.h): every (row,
 // rank) pair of a pass up to 256 pairs (a decode step of 16 sequences at top-16; at K3's
-// shapes ~53 KB each), and always at least one pass's rows (an expert serves each row once).
+// shapes ~53 KB each), and always at least one pass's rows (an expert serves each row once;
+// a sweep's window passes its chunk rows, and an expert serving more takes several groups).
 inline size_t moe_group_rows(size_t rows, size_t top_k) {
   return std::min(rows * top_k, std::max<size_t>(rows, 256));
 }
 
 // The single definition of the MoE's and the MLP's buffers for passes of R rows: calls
 // f(buffer, element_count) for each (engine/forward/activations.h walks it for a pass, the
-// layer sweep for a window's rows).
+// layer sweep for a window's rows). The MLP (dense and shared) and the expert groups run
+// `ffn_rows` rows at a time (at most R): a pass holds all its rows, a window one chunk.
 template <class M, class F2, class F>
-void visit_ffn_buffers(M& moe, F2& ffn, const ModelConfig& c, size_t R, F&& f) {
+void visit_ffn_buffers(M& moe, F2& ffn, const ModelConfig& c, size_t R, size_t ffn_rows, F&& f) {
+  const size_t FR = std::max<size_t>(1, std::min(R, ffn_rows));
   const size_t hid = static_cast<size_t>(c.hidden);
   bool any_moe = false, any_dense = false;
   for (int l = 0; l < c.layers; ++l) (c.is_dense(l) ? any_dense : any_moe) = true;
@@ -61,20 +63,19 @@ void visit_ffn_buffers(M& moe, F2& ffn, const ModelConfig& c, size_t R, F&& f) {
     f(moe.by_expert, R * k);
     f(moe.expert_end, E + 1);
     f(moe.z, R * lat);
-    const size_t G = moe_group_rows(R, k);
+    const size_t G = moe_group_rows(FR, k);  // a window's larger experts span several groups
     f(moe.gather, G * lat);
     f(moe.g, G * mi);
     f(moe.u, G * mi);
     f(moe.y, G * lat);
-    f(moe.expert_out, R * k * lat);
     f(moe.acc, R * lat);
     if (c.shared_inter() > 0) {
-      f(moe.shared, R * hid);
+      f(moe.shared, FR * hid);
       inter = std::max(inter, static_cast<size_t>(c.shared_inter()));
     }
   }
-  f(ffn.g, R * inter);
-  f(ffn.u, R * inter);
+  f(ffn.g, FR * inter);
+  f(ffn.u, FR * inter);
 }
 
 }  // namespace nj

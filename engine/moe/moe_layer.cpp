@@ -1,6 +1,8 @@
 // LatentMoE (k3-model.md §6) over a pass: route every row, then compute each selected expert
-// once for all the rows routed to it, in ascending expert order, and combine each row's
-// expert outputs in its rank order (so batching never changes a bit).
+// once for all the rows routed to it, in ascending expert order, and add each expert's output
+// rows into their rows' sums as it is done: every row's sum is in its experts' ascending order
+// whatever the grouping (so batching never changes a bit), and no row keeps its experts'
+// outputs apart (a window of thousands of rows holds one latent sum per row).
 #include "engine/moe/moe_layer.h"
 
 #include <omp.h>
@@ -60,69 +62,86 @@ Status moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, WeightS
   // of the following ones as are already read, as the source lets the pass hold at once and
   // as the group's buffers have rows for. So a group is as large as the I/O allows: all of a
   // layer's experts when they are in memory, one at a time while a cold pass waits on the
-  // disk (the rest keep reading meanwhile). Grouping never changes a bit.
-  float* expert_out = a.expert_out.data();  // [rows][k][latent]
-  float* gather = a.gather.data();          // [group rows][latent] the group's input rows
+  // disk (the rest keep reading meanwhile). An expert serving more rows than the buffers hold
+  // (a sweep's window) is computed in groups of its own, a buffer's rows at a time, acquired
+  // once. Grouping never changes a bit.
+  float* acc = a.acc.data();        // [rows][latent] Σ w_j y_j, in ascending expert order
+  float* gather = a.gather.data();  // [group rows][latent] the group's input rows
+  std::fill_n(acc, R * ls, 0.0f);
   const size_t capacity =
       std::min({a.gather.size() / ls, a.y.size() / ls, a.g.size() / static_cast<size_t>(mi),
                 a.u.size() / static_cast<size_t>(mi)});
+  NJ_CHECK_MSG(capacity > 0, "the MoE group buffers hold no row");
   const size_t hold = static_cast<size_t>(std::max(1, source.expert_hold_limit()));
   std::vector<std::shared_ptr<const ExpertWeights>> held;
   std::vector<GroupExpert> group;
   std::vector<const int32_t*> group_pairs;  // each group expert's (row, rank) pairs
+  std::shared_ptr<const ExpertWeights> part;  // an expert larger than a group, acquired
+  size_t part_done = 0;                       // its rows computed so far
   for (size_t next = 0; next < needed.size();) {
     held.clear();
     group.clear();
     group_pairs.clear();
     size_t group_rows = 0;
-    for (; next < needed.size(); ++next) {
+    while (next < needed.size()) {
       const int e = needed[next];
-      const size_t n = static_cast<size_t>(end[e + 1] - end[e]);
-      NJ_CHECK_MSG(n <= capacity, "the MoE group buffers hold fewer rows than one expert serves");
-      if (!group.empty() &&
-          (group_rows + n > capacity || group.size() >= hold || !source.expert_ready(layer, e)))
+      const size_t total = static_cast<size_t>(end[e + 1] - end[e]);
+      const size_t n = std::min(total - part_done, capacity - group_rows);
+      if (!group.empty() && (group_rows + (total - part_done) > capacity || group.size() >= hold ||
+                             !source.expert_ready(layer, e)))
         break;
-      auto t0 = std::chrono::steady_clock::now();
-      auto expert = source.expert(layer, e);
-      counters->wait_s +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (!expert.ok()) return expert.status();
-      const int32_t* pairs = by_expert + end[e];
+      std::shared_ptr<const ExpertWeights> expert = part;
+      if (!expert) {
+        auto t0 = std::chrono::steady_clock::now();
+        auto got = source.expert(layer, e);
+        counters->wait_s +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!got.ok()) return got.status();
+        expert = *std::move(got);
+        ++counters->expert_computations;
+      }
+      const int32_t* pairs = by_expert + end[e] + part_done;
       for (size_t i = 0; i < n; ++i)
         std::copy_n(z + static_cast<size_t>(pairs[i] / k) * ls, ls, gather + (group_rows + i) * ls);
-      group.push_back({expert->get(), static_cast<int>(group_rows), static_cast<int>(n)});
+      group.push_back({expert.get(), static_cast<int>(group_rows), static_cast<int>(n)});
       group_pairs.push_back(pairs);
-      held.push_back(*std::move(expert));
+      held.push_back(expert);
       group_rows += n;
-      ++counters->expert_computations;
+      part_done += n;
+      if (part_done < total) {  // the buffers are full: its next rows in the next group
+        part = std::move(expert);
+        break;
+      }
+      part.reset();
+      part_done = 0;
+      ++next;
     }
     // The thread team only when the group's work is worth its wake-up (as ops::matmul).
     const double work = static_cast<double>(group_rows) * mi * lat * 3;
     const int threads = work < 524288.0 ? 1 : omp_get_max_threads();
     float* y = a.y.data();
     run_expert_group(c, group, gather, a.g.data(), a.u.data(), y, threads);
-    for (size_t j = 0; j < group.size(); ++j)
-      for (int i = 0; i < group[j].rows; ++i)
-        std::copy_n(y + static_cast<size_t>(group[j].first + i) * ls, ls,
-                    expert_out + static_cast<size_t>(group_pairs[j][i]) * ls);
+    for (size_t j = 0; j < group.size(); ++j)  // the group's experts in ascending order
+      for (int i = 0; i < group[j].rows; ++i) {
+        const size_t pair = static_cast<size_t>(group_pairs[j][i]);
+        ops::axpy(weights[pair], y + static_cast<size_t>(group[j].first + i) * ls, acc + pair / ks * ls, lat);
+      }
   }
 
-  // acc = RMSNorm(Σ_j w_j · y_j) in rank order; out = up_proj acc + shared(x)
-  float* acc = a.acc.data();
-  for (size_t t = 0; t < R; ++t) {
-    float* at = acc + t * ls;
-    for (int i = 0; i < lat; ++i) at[i] = 0.0f;
-    for (size_t j = 0; j < ks; ++j) {
-      const size_t pair = t * ks + j;
-      ops::axpy(weights[pair], expert_out + pair * ls, at, lat);
-    }
-    if (c.latent_norm) ops::rmsnorm(at, w.latent_norm, lat, c.rms_eps, at);
-  }
+  // acc = RMSNorm(Σ_j w_j · y_j); out = up_proj acc + shared(x), the shared expert a chunk of
+  // rows at a time (as many as its buffer holds)
+  if (c.latent_norm)
+    for (size_t t = 0; t < R; ++t) ops::rmsnorm(acc + t * ls, w.latent_norm, lat, c.rms_eps, acc + t * ls);
   ops::matmul(w.up_proj, acc, rows, ls, out, hs);
   if (w.has_shared) {
     float* sh = a.shared.data();
-    ffn_forward(c, w.shared, x, rows, sh, ffn);
-    for (size_t i = 0; i < R * hs; ++i) out[i] = out[i] + sh[i];
+    const size_t chunk = a.shared.size() / hs;
+    for (size_t r = 0; r < R; r += chunk) {
+      const size_t n = std::min(chunk, R - r);
+      ffn_forward(c, w.shared, x + r * hs, static_cast<int>(n), sh, ffn);
+      float* o = out + r * hs;
+      for (size_t i = 0; i < n * hs; ++i) o[i] = o[i] + sh[i];
+    }
   }
   return Status();
 }

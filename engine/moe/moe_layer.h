@@ -1,7 +1,7 @@
 // LatentMoE (k3-model.md §6) over the rows of a pass: every row of every sequence is routed,
 // each selected expert is acquired once and computed once for all the rows routed to it,
-// and each row combines its experts' outputs in its own rank order, so that a row's result
-// never depends on which other rows share the pass.
+// and each row sums its experts' weighted outputs in ascending expert order, so that a row's
+// result never depends on which other rows share the pass.
 #pragma once
 
 #include <cstdint>

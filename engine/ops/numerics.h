@@ -22,12 +22,16 @@
 //      result compounds (KDA's decay, the softmaxes) stays libm's expf: the engine's exp
 //      (0.84 ulp) put tiny-sharded 1.08e-4 from the float64 reference, over the golden
 //      tests' 1e-4, where glibc's correctly rounded expf stays within it.
+//   3  LatentMoE sums a row's weighted expert outputs in ascending expert order, each added
+//      as its expert's group finishes, instead of in the row's rank order after all experts:
+//      a row no longer holds its top-k outputs apart ([rows][top_k][latent], 229 KB per row
+//      at K3's shapes), which bounded the layer sweep's window (engine/sweep/sweep.h).
 #pragma once
 
 #include <cstdint>
 
 namespace nj {
 
-inline constexpr uint32_t kNumericsVersion = 2;
+inline constexpr uint32_t kNumericsVersion = 3;
 
 }  // namespace nj

@@ -24,8 +24,9 @@ struct WindowBuffers {
   FfnActivations ffn;
 };
 
+// The MLP (dense and shared expert) runs `ffn_rows` rows at a time.
 template <class W, class F>
-void visit_window(W& w, const ModelConfig& c, size_t R, F&& f) {
+void visit_window(W& w, const ModelConfig& c, size_t R, size_t ffn_rows, F&& f) {
   const size_t hs = static_cast<size_t>(c.hidden);
   const size_t banks = static_cast<size_t>(banked_before(c, c.layers));
   f(w.h, R * hs);
@@ -34,7 +35,7 @@ void visit_window(W& w, const ModelConfig& c, size_t R, F&& f) {
   f(w.xn, R * hs);
   f(w.a, R * hs);
   f(w.mix, banks + 1);
-  visit_ffn_buffers(w.moe, w.ffn, c, R, f);
+  visit_ffn_buffers(w.moe, w.ffn, c, R, ffn_rows, f);
 }
 
 ActivationShape chunk_shape(const SweepShape& s) {
@@ -47,18 +48,10 @@ int head_rows(const SweepShape& s) { return std::max(1, std::min(s.logits_rows, 
 
 }  // namespace
 
-uint64_t sweep_bytes_per_row(const ModelConfig& c) {
-  WindowBuffers none;
-  uint64_t bytes = 0;
-  visit_window(none, c, 1, [&](auto& buf, size_t n) { bytes += n * sizeof(buf[0]); });
-  const size_t banks = static_cast<size_t>(banked_before(c, c.layers));
-  return bytes - (banks + 1) * sizeof(float) - (c.num_experts + 1) * sizeof(int32_t);
-}
-
 uint64_t sweep_activation_bytes(const ModelConfig& c, const SweepShape& s) {
   WindowBuffers none;
   uint64_t bytes = 0;
-  visit_window(none, c, static_cast<size_t>(std::max(1, s.rows)),
+  visit_window(none, c, static_cast<size_t>(std::max(1, s.rows)), static_cast<size_t>(std::max(1, s.chunk_rows)),
                [&](auto& buf, size_t n) { bytes += n * sizeof(buf[0]); });
   const uint64_t head = static_cast<uint64_t>(head_rows(s)) *
                         (2 * static_cast<uint64_t>(c.hidden) + static_cast<uint64_t>(c.vocab)) *
@@ -69,7 +62,7 @@ uint64_t sweep_activation_bytes(const ModelConfig& c, const SweepShape& s) {
 Sweep::Sweep(const ModelConfig& config, WeightSource& weights, SweepOptions options)
     : config_(config), weights_(weights), options_(options) {}
 
-Status Sweep::validate(std::span<const SweepSequence> seqs) const {
+Status Sweep::validate(std::span<const SweepSequence> seqs, const SweepProgress* progress) const {
   const ModelConfig& c = config_;
   if (seqs.empty()) return invalid_argument("a sweep needs at least one sequence");
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -82,6 +75,8 @@ Status Sweep::validate(std::span<const SweepSequence> seqs) const {
       return invalid_argument(which + ": its start state is shaped for another model");
     if (s.logits == LogitsWanted::kAll && !s.all_logits)
       return invalid_argument(which + " asks for every position's logits but gives no destination");
+    if (s.final_state && progress)
+      return invalid_argument(which + " asks for its final state in a sweep that may resume at a layer");
     for (int32_t id : s.ids)
       if (id < 0 || id >= c.vocab)
         return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
@@ -90,8 +85,8 @@ Status Sweep::validate(std::span<const SweepSequence> seqs) const {
   return Status();
 }
 
-Status Sweep::run(std::span<SweepSequence> seqs) {
-  NJ_RETURN_IF_ERROR(validate(seqs));
+Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
+  NJ_RETURN_IF_ERROR(validate(seqs, progress));
   const ModelConfig& c = config_;
   WeightSource& src = weights_;
   const auto t_start = Clock::now();
@@ -138,7 +133,8 @@ Status Sweep::run(std::span<SweepSequence> seqs) {
   const SweepShape shape{R, std::max(1, options_.chunk_rows), S, context, static_cast<int>(wanted.size())};
 
   WindowBuffers win;
-  visit_window(win, c, static_cast<size_t>(R), [](auto& buf, size_t n) { buf.resize(n); });
+  visit_window(win, c, static_cast<size_t>(R), static_cast<size_t>(shape.chunk_rows),
+               [](auto& buf, size_t n) { buf.resize(n); });
   Activations chunk;
   chunk.allocate(c, chunk_shape(shape));
   const StreamRows all{R, win.h.data(), win.prefix.data(), win.blocks.data(), static_cast<size_t>(R) * hs,
@@ -158,14 +154,29 @@ Status Sweep::run(std::span<SweepSequence> seqs) {
     if (f) f->layers.assign(static_cast<size_t>(c.layers), LayerState{});
   }
 
-  // h = embed_tokens[id]
-  NJ_RETURN_IF_ERROR(timed([&] { return src.embed(ids, win.h.data()); }));
+  // h = embed_tokens[id], or a boundary saved by an earlier sweep of this window
+  auto boundary = [&](int layer) {
+    return SweepBoundary{layer, R, c.hidden, banked_before(c, layer), win.h.data(), win.blocks.data(),
+                         static_cast<size_t>(R) * hs};
+  };
+  int first_layer = 0;
+  if (progress) {
+    SweepBoundary b = boundary(0);
+    NJ_RETURN_IF_ERROR(progress->resume(b));
+    if (b.layer != 0 && (b.layer < 1 || b.layer >= c.layers || b.banked != banked_before(c, b.layer)))
+      return invalid_argument("a sweep cannot resume at layer " + std::to_string(b.layer) + " with " +
+                              std::to_string(b.banked) + " bank entries");
+    first_layer = b.layer;
+  }
+  if (first_layer == 0) NJ_RETURN_IF_ERROR(timed([&] { return src.embed(ids, win.h.data()); }));
   std::vector<LayerState> states(seqs.size());  // each sequence's state of the current layer
   std::vector<SeqRows> chunk_rows;
   MoeCounters moe;
-  int kda_layer = 0;
-  src.will_need_layer(0);
-  for (int l = 0; l < c.layers; ++l) {
+  int kda_layer = 0;  // l's index among the KDA layers
+  for (int l = 0; l < first_layer; ++l)
+    if (c.attention[static_cast<size_t>(l)] != AttentionKind::kMla) ++kda_layer;
+  src.will_need_layer(first_layer);
+  for (int l = first_layer; l < c.layers; ++l) {
     auto got = timed([&] { return src.layer(l); });
     if (!got.ok()) return got.status();
     const LayerWeights& w = **got;
@@ -197,7 +208,8 @@ Status Sweep::run(std::span<SweepSequence> seqs) {
     }
     if (!w.is_mla) ++kda_layer;
 
-    // The FFN half over the whole window: each routed expert once for all its rows.
+    // The FFN half over the whole window: each routed expert once for all its rows (the MLPs,
+    // dense and shared, a chunk of rows at a time).
     if (w.is_dense) {
       ffn_forward(c, w.dense, win.xn.data(), R, win.a.data(), win.ffn);
     } else {
@@ -209,6 +221,10 @@ Status Sweep::run(std::span<SweepSequence> seqs) {
       SequenceState* f = seqs[static_cast<size_t>(i)].final_state;
       if (f) f->layers[static_cast<size_t>(l)] = std::move(states[static_cast<size_t>(i)]);
       states[static_cast<size_t>(i)] = LayerState{};
+    }
+    if (progress && l + 1 < c.layers && progress->at_boundary(boundary(l + 1))) {
+      src.end_step();
+      return cancelled("the sweep stopped before layer " + std::to_string(l + 1));
     }
   }
 

@@ -67,6 +67,35 @@ struct SweepStats {
   std::vector<int> distinct_experts;  // [layers]: experts the window needed (0 for dense)
 };
 
+// What crosses a layer boundary of a sweep, for every row of the window: the residual stream
+// h (the running prefix equals it there) and the attention-residual bank's first `banked`
+// entries (k3-model.md §2). A sweep stopped at a boundary and started again from it, with the
+// same sequences, computes the same bits as one that never stopped.
+struct SweepBoundary {
+  int layer = 0;   // the next layer to run: 1 .. layers - 1
+  int rows = 0;    // the window's rows
+  int hidden = 0;
+  int banked = 0;  // bank entries: banked_before(config, layer)
+  float* h = nullptr;        // [rows][hidden]
+  float* blocks = nullptr;   // entry j of row t at blocks + j * block_stride + t * hidden
+  size_t block_stride = 0;   // floats from one bank entry to the next
+};
+
+// Where a sweep stops and starts again: its layer boundaries. At K3's size a window is hours
+// of work; the caller (the runner) keeps boundaries durable for a crash or a stop.
+class SweepProgress {
+ public:
+  virtual ~SweepProgress() = default;
+  // Before the first layer: when a boundary of this same window (the same sequences in the
+  // same order) was saved, set b.layer and b.banked and fill h and the bank entries; leave
+  // b.layer at 0 to start from the embeddings. An error stops the sweep before any work.
+  virtual Status resume(SweepBoundary& b) = 0;
+  // After each layer but the last (b.layer is the next): save it when due. Returns true when
+  // the sweep must stop here (the caller's stop: a deadline, a signal); run() then returns
+  // Cancelled naming the layer.
+  virtual bool at_boundary(const SweepBoundary& b) = 0;
+};
+
 // The shape a sweep's buffers are sized for.
 struct SweepShape {
   int rows = 1;         // the window's rows, over all its sequences
@@ -80,8 +109,6 @@ struct SweepShape {
 // attention half's activations for one chunk, the head's rows: the planner's estimate and
 // the allocation both come from this definition.
 uint64_t sweep_activation_bytes(const ModelConfig& c, const SweepShape& s);
-// Of which, per window row: what crosses a layer boundary plus the FFN half's buffers.
-uint64_t sweep_bytes_per_row(const ModelConfig& c);
 
 // Not thread-safe: one sweep at a time. The config and the weight source must outlive it.
 class Sweep {
@@ -90,15 +117,17 @@ class Sweep {
 
   // Runs `seqs` through every layer. InvalidArgument (nothing done) for an empty window, an
   // empty sequence, a parent that is not an earlier sequence, a start state shaped for
-  // another model, kAll without a destination or an id outside the vocabulary. NonFinite
-  // ("non-finite logits at position P") when logits asked for hold a NaN or an infinity.
-  // Other errors are the weight source's.
-  Status run(std::span<SweepSequence> seqs);
+  // another model, kAll without a destination, an id outside the vocabulary, or a final
+  // state asked for with `progress` (a resumed sweep has no states of the layers it skips).
+  // NonFinite ("non-finite logits at position P") when logits asked for hold a NaN or an
+  // infinity. With `progress`, it may start at a saved boundary and stop at one (Cancelled).
+  // Other errors are the weight source's and the progress's.
+  Status run(std::span<SweepSequence> seqs, SweepProgress* progress = nullptr);
 
   const SweepStats& last() const { return last_; }
 
  private:
-  Status validate(std::span<const SweepSequence> seqs) const;
+  Status validate(std::span<const SweepSequence> seqs, const SweepProgress* progress) const;
 
   const ModelConfig& config_;
   WeightSource& weights_;

@@ -2,8 +2,10 @@
 #include "runner/forecast/job_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 
+#include "engine/forward/decoder_layer.h"
 #include "engine/runtime/model.h"
 #include "engine/plan/planner.h"
 #include "jobs/spec/label_trie.h"
@@ -209,7 +211,7 @@ SweepWork sweep_work(const JobWork& work) {
 }
 
 JobPrediction predict_sweeps(const JobWork& work, int window, int prefill_chunk,
-                             const PassCostModel& cost) {
+                             const PassCostModel& cost, const BoundaryCost& boundary) {
   JobPrediction p;
   p.items = static_cast<int64_t>(work.items.size());
   if (work.items.empty()) return p;
@@ -232,7 +234,16 @@ JobPrediction predict_sweeps(const JobWork& work, int window, int prefill_chunk,
       sweep.logits_rows += 1 + static_cast<int>(it.decode_rows);
       sweep.attended += attended(it.start_position, rows);
     }
+    const double start = p.seconds;
     add_pass(p, cost, sweep, static_cast<int>(end - first));
+    if (boundary.interval_s > 0 && boundary.boundaries > 0) {
+      const double saves = std::min<double>(boundary.boundaries, std::floor((p.seconds - start) / boundary.interval_s));
+      const double bytes = saves * sweep.rows * boundary.bytes_per_row;
+      const double s = bytes / (std::max(1e-3, boundary.write_gbps) * 1e9);
+      p.boundary_bytes += bytes;
+      p.boundary_seconds += s;
+      p.seconds += s;
+    }
     for (size_t i = first; i < end; ++i) p.finished_at.push_back(p.seconds);
   }
   return p;
@@ -278,7 +289,10 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
     f.max_batch = window.documents;
     f.rows_per_pass = f.window_rows;
     const PassCostModel cost(layout, window.residency, rates, bandwidth_gbps);
-    f.prediction = predict_sweeps(work, f.window_documents, run.prefill_chunk, cost);
+    const BoundaryCost boundary{
+        4.0 * c.hidden * (1 + banked_before(c, c.layers - 1)), c.layers - 1,
+        run.item.checkpoint_interval_s, bandwidth_gbps};
+    f.prediction = predict_sweeps(work, f.window_documents, run.prefill_chunk, cost, boundary);
     f.sweeps = (static_cast<int64_t>(work.items.size()) + f.window_documents - 1) / f.window_documents;
     return f;
   }

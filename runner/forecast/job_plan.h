@@ -64,6 +64,9 @@ struct JobPrediction {
   double element_seconds = 0;                  // compute outside the products (pass_cost.h)
   double expert_seconds = 0;                   // the routed experts' compute (pass_cost.h)
   double seconds = 0;                          // the load, then Σ per pass (pass_cost.h)
+  // Sweeps: their layer boundaries saved every interval of work (runner/durable/
+  // sweep_boundaries.h), bytes written and the seconds they add (part of `seconds`).
+  double boundary_bytes = 0, boundary_seconds = 0;
   std::vector<double> finished_at;  // seconds from the start at which each item ends, in order
 
   // Items ended within `seconds` of the start.
@@ -77,11 +80,21 @@ Result<JobWork> job_work(const jobs::JobSpec& spec);
 JobPrediction predict_job(const JobWork& work, const JobPlanShape& shape,
                           const PassCostModel& cost);
 
+// What saving a sweep's layer boundaries costs: a file of every window row's residual stream
+// and bank entries (at most `bytes_per_row` each, at the deepest boundary) every `interval_s`
+// of work, at most once per boundary, written at `write_gbps`.
+struct BoundaryCost {
+  double bytes_per_row = 0;
+  int boundaries = 0;  // layers - 1
+  double interval_s = 120;
+  double write_gbps = 1;
+};
+
 // The same for a classify job's layer sweeps (engine/sweep/sweep.h): the prefix in passes,
 // then windows of `window` documents, each one pass over the weights carrying all its rows
-// (documents and label branches); a window's documents end together.
+// (documents and label branches), with its boundary saves; a window's documents end together.
 JobPrediction predict_sweeps(const JobWork& work, int window, int prefill_chunk,
-                             const PassCostModel& cost);
+                             const PassCostModel& cost, const BoundaryCost& boundary = {});
 
 // What a classify job's documents bring to a sweep's window (engine/plan/sweep_plan.h).
 SweepWork sweep_work(const JobWork& work);

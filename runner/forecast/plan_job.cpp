@@ -165,6 +165,8 @@ nlohmann::json plan_job_json(const PlanJobArgs& a, const JobPlanReport& r) {
         {"predicted_compute_seconds", p.compute_seconds},
         {"predicted_element_seconds", p.element_seconds},
         {"predicted_expert_seconds", p.expert_seconds},
+        {"predicted_boundary_bytes", p.boundary_bytes},
+        {"predicted_boundary_seconds", p.boundary_seconds},
         {"predicted_seconds", p.seconds},
         {"predicted_hours", p.seconds / 3600},
         {"predicted_bytes_per_item", per_item_bytes},
@@ -228,6 +230,11 @@ std::string plan_job_text(const PlanJobArgs& a, const JobPlanReport& r) {
               format_bytes(static_cast<uint64_t>(p.disk_bytes)).c_str(),
               format_bytes(static_cast<uint64_t>(per_item_bytes)).c_str(), unit, bandwidth,
               hours(p.io_seconds).c_str());
+  if (p.boundary_bytes > 0)
+    out += printf_string("boundaries          %s written (layer boundaries saved every %s of a sweep): %s\n",
+                         format_bytes(static_cast<uint64_t>(p.boundary_bytes)).c_str(),
+                         hours(SchedulerOptions{}.item.checkpoint_interval_s).c_str(),
+                         hours(p.boundary_seconds).c_str());
   if (disk)
     out += printf_string(
         "disk                %.2f GB/s reading the model's files for %.0f s (%d passes; "

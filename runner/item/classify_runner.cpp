@@ -381,10 +381,12 @@ Result<ClassifyRun::Step> ClassifyRun::sweep_document(const jobs::LabelTrie& tri
   }
   const SequenceUsage before = session_->usage();
   const auto t0 = Clock::now();
-  const Status st = session_->sweep(part);
+  const Status st = session_->sweep(part, claim_.job.id, item_.id);
   prefill_s_ += seconds_since(t0);
   add_usage(before, session_->usage(), /*decode=*/false, usage_);
   window_ = session_->last_sweep_window();
+  // Stopped at a layer boundary (saved there): the item is redone from it later.
+  if (st.code() == StatusCode::kCancelled && env_.stop.reason()) return Step::kStopped;
   if (!st.ok()) {
     engine_error_ = FeedError{st.message(), st.code() == StatusCode::kNonFinite};
     return Step::kEngineError;

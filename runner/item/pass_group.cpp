@@ -1,7 +1,11 @@
 // PassGroup: member threads, turns and shared passes (see pass_group.h).
 #include "runner/item/pass_group.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+
+#include "runner/durable/sweep_boundaries.h"
 
 namespace nj::runner {
 
@@ -12,6 +16,8 @@ struct PassGroup::Member {
   std::condition_variable cv;
   SeqStep step;
   std::span<SweepSequence> sweep;  // a sweep part (empty: a pass step, or skipping)
+  int64_t sweep_job = 0;           // the job and item of its part
+  int64_t sweep_item = 0;
   int window = 0;                  // the parts its sweep carried
   uint64_t order = 0;
   Status result;
@@ -32,19 +38,22 @@ void PassTotals::add(const PassTotals& o) {
 }
 
 ItemSession::ItemSession(PassGroup& group, int prefill_chunk)
-    : group_(group),
-      prefill_chunk_(std::max(1, prefill_chunk)),
-      state_(SequenceState::empty(group.forward().config())) {}
+    : group_(group), prefill_chunk_(std::max(1, prefill_chunk)) {}
+
+SequenceState& ItemSession::live_state() {
+  if (state_.layers.empty()) state_ = SequenceState::empty(config());
+  return state_;
+}
 
 Status ItemSession::feed(std::span<const int32_t> ids, std::vector<float>* all_logits) {
-  return feed_in_chunks(state_, ids, prefill_chunk_, group_.forward().config().vocab,
+  return feed_in_chunks(live_state(), ids, prefill_chunk_, group_.forward().config().vocab,
                         all_logits, &usage_,
                         [this](SeqStep& step) { return group_.take_part(step); });
 }
 
 Status ItemSession::feed_tentative(std::span<const int32_t> ids, std::vector<float>* all_logits) {
   all_logits->resize(ids.size() * static_cast<size_t>(config().vocab));
-  SeqStep step{&state_, ids, LogitsWanted::kAll, all_logits->data(), &usage_};
+  SeqStep step{&live_state(), ids, LogitsWanted::kAll, all_logits->data(), &usage_};
   step.tentative = true;
   return group_.take_part(step);
 }
@@ -54,13 +63,13 @@ const ModelConfig& ItemSession::config() const {
 }
 
 Status ItemSession::keep(int rows) {
-  return group_.forward().keep(state_, rows);
+  return group_.forward().keep(live_state(), rows);
 }
 
-Status ItemSession::sweep(std::span<SweepSequence> part) {
+Status ItemSession::sweep(std::span<SweepSequence> part, int64_t job_id, int64_t item_id) {
   for (SweepSequence& s : part)
     if (!s.usage) s.usage = &usage_;
-  return group_.take_sweep(part, &last_window_);
+  return group_.take_sweep(part, job_id, item_id, &last_window_);
 }
 
 Status ItemSession::skip_pass() {
@@ -109,13 +118,15 @@ Status PassGroup::take_part(SeqStep step) {
   return self->result;
 }
 
-Status PassGroup::take_sweep(std::span<SweepSequence> part, int* window) {
+Status PassGroup::take_sweep(std::span<SweepSequence> part, int64_t job_id, int64_t item_id, int* window) {
   Member* self = t_member;
   NJ_CHECK_MSG(self != nullptr, "ItemSession::sweep outside a PassGroup member");
   NJ_CHECK_MSG(!part.empty(), "ItemSession::sweep without sequences");
   std::unique_lock<std::mutex> turn(mu_, std::adopt_lock);
   self->step = SeqStep{};
   self->sweep = part;
+  self->sweep_job = job_id;
+  self->sweep_item = item_id;
   self->order = waiting_order_++;
   self->state = Member::State::kWaiting;
   scheduler_cv_.notify_all();
@@ -127,8 +138,13 @@ Status PassGroup::take_sweep(std::span<SweepSequence> part, int* window) {
   return self->result;
 }
 
-void PassGroup::run_sweep(const std::vector<Member*>& members) {
-  // The window: every part end to end, each part's parents shifted to its place.
+void PassGroup::run_sweep(std::vector<Member*> members) {
+  // The window: every part end to end, each part's parents shifted to its place, in (job,
+  // item) order, so that the same items form the same window (and find its saved boundaries)
+  // in whatever order their threads came to wait.
+  std::sort(members.begin(), members.end(), [](const Member* a, const Member* b) {
+    return std::pair(a->sweep_job, a->sweep_item) < std::pair(b->sweep_job, b->sweep_item);
+  });
   std::vector<SweepSequence> window;
   for (Member* m : members) {
     const int base = static_cast<int>(window.size());
@@ -138,7 +154,17 @@ void PassGroup::run_sweep(const std::vector<Member*>& members) {
     }
   }
   Sweep sweep(forward_.config(), forward_.weights(), SweepOptions{sweep_chunk_rows_});
-  const Status st = sweep.run(window);
+  std::unique_ptr<SweepBoundaries> boundaries;  // with a home: saved layer boundaries
+  if (keeping_)
+    boundaries = std::make_unique<SweepBoundaries>(*Env::posix(), *keeping_, members.front()->sweep_job,
+                                                   SweepBoundaries::window_key(window));
+  const Status st = sweep.run(window, boundaries.get());
+  if (boundaries) {
+    if (boundaries->saves() > 0)
+      spdlog::info("sweep: {} boundary save(s), {} bytes in {:.2f} s", boundaries->saves(),
+                   boundaries->saved_bytes(), boundaries->save_s());
+    if (st.ok()) boundaries->remove();
+  }
   const SweepStats& s = sweep.last();
   PassTotals t;
   t.passes = 1;

@@ -20,6 +20,7 @@
 #include <string>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "engine/sweep/sweep.h"
 #include "engine/plan/pass_cost.h"
 #include "engine/util/status.h"
+#include "runner/durable/sweep_boundaries.h"
 
 namespace nj::runner {
 
@@ -52,6 +54,8 @@ struct BatchSpeculation {
 
 // The engine as one item sees it: its own sequence state, fed in passes shared with the
 // rest of its group. The interface of engine Session. Not thread-safe: its item's thread.
+// The state is allocated when first fed (an empty state is every layer's KDA matrices, 435 MB
+// at K3's shapes): an item that only sweeps from a shared start, or waits for one, holds none.
 class ItemSession {
  public:
   ItemSession(PassGroup& group, int prefill_chunk);
@@ -72,6 +76,7 @@ class ItemSession {
 
   const std::vector<float>& last_logits() const { return state_.last_logits; }
   int64_t position() const { return state_.position; }
+  // The state fed so far (no layers before the first feed, or after set_state(SequenceState{})).
   const SequenceState& state() const { return state_; }
   const ModelConfig& config() const;
   // Gives up the turn until the group's next pass is over, feeding nothing (an item that
@@ -80,17 +85,20 @@ class ItemSession {
   // Replaces the state (restore from a state checkpoint). REQUIRES: shaped for this model.
   void set_state(SequenceState state) { state_ = std::move(state); }
   // The layer sweep (engine/sweep/sweep.h): runs `part` (this item's sequences; parents index
-  // into it) in the group's next sweep, which carries the parts of every member that waits
-  // with one (the window). Each sequence's usage, when not given, is this item's. Leaves the
-  // session's own state as it was. Errors: the sweep's (every member of a failed sweep gets
-  // it) or Aborted when the run is ending.
-  Status sweep(std::span<SweepSequence> part);
+  // into it; `job_id` and `item_id` its item's) in the group's next sweep, which carries the parts of every
+  // member that waits with one (the window). Each sequence's usage, when not given, is this
+  // item's. Leaves the session's own state as it was. Errors: the sweep's (every member of a
+  // failed sweep gets it; Cancelled when the run stopped it at a layer boundary) or Aborted
+  // when the run is ending.
+  Status sweep(std::span<SweepSequence> part, int64_t job_id, int64_t item_id);
   // The documents (parts) the last sweep carried: this item's window.
   int last_sweep_window() const { return last_window_; }
   // This item's share of the passes it took part in (by its rows; batch.h).
   const SequenceUsage& usage() const { return usage_; }
 
  private:
+  SequenceState& live_state();  // state_, allocated empty when it has no layers yet
+
   PassGroup& group_;
   int prefill_chunk_;
   SequenceState state_;
@@ -144,8 +152,11 @@ class PassGroup {
   Status take_part(SeqStep step);
   // The member side of a sweep: queue `part` and wait for the sweep that carries it; returns
   // the sweep's status and sets *window to the parts it carried.
-  Status take_sweep(std::span<SweepSequence> part, int* window);
+  Status take_sweep(std::span<SweepSequence> part, int64_t job_id, int64_t item_id, int* window);
   public:
+  // Sweeps save their layer boundaries in the home and resume from them (sweep_boundaries.h).
+  // Scheduler's side, before members start.
+  void keep_sweep_boundaries(SweepKeeping keeping) { keeping_ = std::move(keeping); }
   // States the members share read-only (a classify job's template prefix, the start of every
   // document of its sweeps), by key; null when none was put. Members only (their turn).
   std::shared_ptr<const SequenceState> shared_state(const std::string& key) const;
@@ -153,7 +164,7 @@ class PassGroup {
 
  private:
   // Runs one sweep over the members waiting with a part, and wakes them.
-  void run_sweep(const std::vector<Member*>& members);
+  void run_sweep(std::vector<Member*> members);
 
   Forward& forward_;
   int max_rows_;
@@ -166,6 +177,7 @@ class PassGroup {
   bool skippers_looked_ = false;  // the skipping members looked again since the last pass
   PassTotals totals_;
   std::map<std::string, std::shared_ptr<const SequenceState>> shared_;
+  std::optional<SweepKeeping> keeping_;
 };
 
 }  // namespace nj::runner

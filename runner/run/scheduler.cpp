@@ -22,6 +22,7 @@
 #include "runner/durable/lease_owner.h"
 #include "runner/item/pass_group.h"
 #include "runner/durable/prefix_states.h"
+#include "runner/durable/sweep_boundaries.h"
 #include "runner/store/job_kind.h"
 #include "runner/store/job_settings.h"
 #include "jobs/spec/label_trie.h"
@@ -257,6 +258,7 @@ Result<bool> finish_job_if_complete(JobStore& store, const JobRow& job, const Ho
   NJ_ASSIGN_OR_RETURN(JobSummary summary, store.job_summary(job.id));
   if (summary.queued + summary.running > 0) return true;
   PrefixStates(home.dir).remove_job(job.id);
+  SweepBoundaries::remove_job(*Env::posix(), home.dir, job.id);
   auto written = write_declared_outputs(store, job, home);
   if (!written.ok()) {
     spdlog::error("job {}: could not write its outputs: {}", job.id, written.status().message());
@@ -495,6 +497,9 @@ class QueueRun {
                                          plan.forward_options());
     group_ = std::make_unique<PassGroup>(*forward_, plan.activation_shape().rows);
     item_options_.sweep = models_.sweep();
+    group_->keep_sweep_boundaries(SweepKeeping{home_.dir, batch_model_->fingerprint(),
+                                               item_options_.checkpoint_interval_s,
+                                               [this] { return stop_.reason().has_value(); }});
     return Next::kJoined;
   }
 

@@ -214,6 +214,114 @@ TEST_CASE("a sweep reads each trunk layer once and each expert at most once per 
   CHECK(after.expert_misses - before.expert_misses > 0);
 }
 
+// Keeps boundaries in memory: stops the sweep at `stop_at` after copying it, and hands the
+// copy to the next sweep's resume.
+struct MemoryProgress : SweepProgress {
+  int stop_at = 0;
+  std::vector<int> seen;  // the boundaries offered, in order
+  int saved_layer = 0, saved_banked = 0;
+  std::vector<float> h, bank;
+  Status resume(SweepBoundary& b) override {
+    if (saved_layer == 0) return Status();
+    b.layer = saved_layer;
+    b.banked = saved_banked;
+    std::copy(h.begin(), h.end(), b.h);
+    const size_t n = h.size();
+    for (int j = 0; j < saved_banked; ++j)
+      std::copy_n(bank.begin() + static_cast<long>(j * n), n, b.blocks + static_cast<size_t>(j) * b.block_stride);
+    return Status();
+  }
+  bool at_boundary(const SweepBoundary& b) override {
+    seen.push_back(b.layer);
+    if (b.layer != stop_at) return false;
+    const size_t n = static_cast<size_t>(b.rows) * static_cast<size_t>(b.hidden);
+    h.assign(b.h, b.h + n);
+    bank.clear();
+    for (int j = 0; j < b.banked; ++j) {
+      const float* e = b.blocks + static_cast<size_t>(j) * b.block_stride;
+      bank.insert(bank.end(), e, e + n);
+    }
+    saved_layer = b.layer;
+    saved_banked = b.banked;
+    return true;
+  }
+};
+
+TEST_CASE("a sweep stopped at any layer boundary and resumed there computes the same bits",
+          "[engine][sweep]") {
+  const std::string dir = testing::golden_dir("tiny-mxfp4");
+  const uint64_t min = testing::plan_minimum(dir, testing::small_model_options({.context = 64}));
+  auto model = Model::open(dir, testing::small_model_options({.budget = min, .context = 64}));
+  REQUIRE(model.ok());
+  const ModelConfig& c = (*model)->config();
+  const size_t vocab = static_cast<size_t>(c.vocab);
+  const Window w = window(c.vocab);
+  SequenceState prefix = SequenceState::empty(c);
+  {
+    Session s(**model, SessionOptions{4});
+    REQUIRE(s.feed(w.prefix).ok());
+    prefix = s.state();
+  }
+  // Every document and branch with all its logits; no final states (a resumed sweep has none).
+  struct Run {
+    std::vector<SweepSequence> seqs;
+    std::vector<std::vector<float>> logits;
+  };
+  auto make = [&] {
+    Run r;
+    r.logits.resize(w.docs.size() + w.branches.size());
+    for (size_t i = 0; i < w.docs.size(); ++i) {
+      r.logits[i].resize(w.docs[i].size() * vocab);
+      r.seqs.push_back(SweepSequence{w.docs[i], w.after_prefix[i] ? &prefix : nullptr, -1, LogitsWanted::kAll,
+                                     r.logits[i].data()});
+    }
+    for (size_t b = 0; b < w.branches.size(); ++b) {
+      const auto& [doc, ids] = w.branches[b];
+      auto& out = r.logits[w.docs.size() + b];
+      out.resize(ids.size() * vocab);
+      r.seqs.push_back(SweepSequence{ids, nullptr, doc, LogitsWanted::kAll, out.data()});
+    }
+    return r;
+  };
+  Run whole = make();
+  Sweep plain(c, (*model)->weights(), SweepOptions{4});
+  REQUIRE(plain.run(whole.seqs).ok());
+  for (int layer = 1; layer < c.layers; ++layer) {
+    INFO("stopped before layer " << layer);
+    MemoryProgress progress;
+    progress.stop_at = layer;
+    Run first = make();
+    Sweep sweep(c, (*model)->weights(), SweepOptions{4});
+    const Status stopped = sweep.run(first.seqs, &progress);
+    CHECK(stopped.code() == StatusCode::kCancelled);
+    std::vector<int> offered;
+    for (int l = 1; l <= layer; ++l) offered.push_back(l);
+    CHECK(progress.seen == offered);
+    progress.stop_at = 0;
+    progress.seen.clear();
+    Run second = make();
+    REQUIRE(sweep.run(second.seqs, &progress).ok());
+    CHECK(progress.seen.size() == static_cast<size_t>(c.layers - 1 - layer));
+    for (size_t i = 0; i < whole.logits.size(); ++i) CHECK(same_bits(second.logits[i], whole.logits[i]));
+  }
+  // A resume that does not match the model's boundaries, and a final state with progress.
+  struct Wrong : MemoryProgress {
+    Status resume(SweepBoundary& b) override {
+      b.layer = 1;
+      b.banked = 7;
+      return Status();
+    }
+  } wrong;
+  Run bad = make();
+  Sweep sweep(c, (*model)->weights());
+  CHECK(sweep.run(bad.seqs, &wrong).code() == StatusCode::kInvalidArgument);
+  SequenceState final_state;
+  Run with_final = make();
+  with_final.seqs[0].final_state = &final_state;
+  MemoryProgress none;
+  CHECK(sweep.run(with_final.seqs, &none).code() == StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("a sweep refuses a malformed window and does nothing", "[engine][sweep]") {
   auto model = Model::open(testing::golden_dir("tiny-mxfp4"));
   REQUIRE(model.ok());

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""A layer sweep survives crashes and stops (issue 32, crash safety): `run` saves a window's
+layer boundaries (runner/durable/sweep_boundaries.h) and a sweep of the same window starts at
+the last one saved. A SIGKILL right after each layer boundary is saved, and SIGKILLs and SIGTERMs
+at random instants, give the uninterrupted run's labels, probabilities, margins and output_ids,
+one result per item; the boundary files are gone once the job has finished."""
+import glob
+import json
+import os
+import random
+import signal
+import time
+import unittest
+
+import njtest
+
+ARGS = None
+WORK = MODEL = None
+# A boundary at every layer (--checkpoint-seconds 0.001), one thread (slower sweeps: more instants
+# inside them), all documents in one window unless a life says otherwise.
+RUN = ["--drain", "--schedule", "sweep", "--threads", "1", "--checkpoint-seconds", "0.001", "--log-seconds", "1000"]
+LABELS = ["billing", "bug", "feature request", "feature idea", "question"]
+DOCS = ["I was charged twice for my March subscription.",
+        "The app crashes when I open the settings page.",
+        "Please add a dark mode to the dashboard.",
+        "What are your opening hours on holidays?",
+        "My invoice shows the wrong company address.",
+        "Sync fails with error 504 since this morning, and the export button is greyed out too."]
+
+
+def setUpModule():
+    global WORK, MODEL
+    WORK = njtest.scratch_dir("sweep-crash-")
+    MODEL = njtest.make_model(os.path.join(WORK, "model-demo"), preset="demo")
+
+
+def answer(r):
+    return (r["custom_id"], r["status"], r["details"]["label"], r["details"]["probabilities"],
+            r["details"]["margin"], r["output_ids"])
+
+
+def layers():
+    with open(os.path.join(MODEL, "config.json")) as f:
+        c = json.load(f)
+    return c.get("text_config", c)["num_hidden_layers"]
+
+
+class SweepCrash(unittest.TestCase):
+    def setUp(self):
+        self.dir = os.path.join(WORK, self.id().split(".")[-1])
+        os.makedirs(self.dir)
+        self.spec = os.path.join(self.dir, "triage.yaml")
+        lines = ["name: triage", f"model: {json.dumps(MODEL)}", "kind: classify",
+                 "template: \"Classify the ticket as one of: {labels}.\\nTicket: {document}\\nLabel:\\n\"",
+                 f"labels: {json.dumps(LABELS)}", "max_attempts: 1000", "items:"]
+        lines += [f"  - {{id: d{k}, document: {json.dumps(d)}}}" for k, d in enumerate(DOCS)]
+        with open(self.spec, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        calm = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home-calm"))
+        job = calm.submit(self.spec)
+        p = calm.run("run", *RUN)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.reference = [answer(r) for r in calm.results(job)]
+        self.assertEqual(len(self.reference), len(DOCS))
+
+    def boundary_files(self, nj):
+        return glob.glob(os.path.join(nj.home, "checkpoints", "sweep-*"))
+
+    def check_finished(self, nj, job):
+        results = nj.results(job)
+        self.assertEqual([answer(r) for r in results], self.reference)
+        (n_results,) = nj.query("SELECT count(*) FROM results")[0]
+        self.assertEqual(n_results, len(DOCS), "one result per item")
+        self.assertEqual(self.boundary_files(nj), [], "the job's boundary files are removed")
+
+    def test_a_sigkill_after_each_layer_boundary_resumes_there(self):
+        for layer in range(1, layers()):
+            with self.subTest(layer=layer):
+                nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, f"home-{layer}"))
+                job = nj.submit(self.spec)
+                env = dict(os.environ, NIGHTJAR_TEST_SWEEP_KILL_AT=str(layer))
+                p = nj.run("run", *RUN, env=env)
+                self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr)
+                self.assertEqual(len(self.boundary_files(nj)), 1, "the boundary was saved before the kill")
+                p = nj.run("run", *RUN)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn(f"the window resumes at layer {layer} ", p.stderr)
+                self.check_finished(nj, job)
+
+    def test_sigkills_and_sigterms_at_random_instants_lose_nothing(self):
+        seed = ARGS.seed if ARGS.seed is not None else int(time.time() * 1000) % 1000000
+        print(f"seed {seed}", flush=True)
+        rng = random.Random(seed)
+        nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home"))
+        job = nj.submit(self.spec)
+        log_path = os.path.join(self.dir, "runs.log")
+        resumed = 0
+        for life in range(ARGS.lives):
+            with open(log_path, "a") as log:
+                batch = ["--batch", "3"] if life % 3 == 2 else []  # windows of 3 in some lives
+                proc = nj.popen("run", *RUN, *batch, stderr=log)
+            time.sleep(rng.uniform(0.05, ARGS.max_delay))
+            if proc.poll() is None and rng.random() < 0.3:
+                proc.send_signal(signal.SIGTERM)  # a graceful stop: saves a boundary and exits 0
+                try:
+                    rc = proc.wait(timeout=60)
+                except Exception:
+                    proc.kill()
+                    rc = proc.wait()
+                self.assertIn(rc, (0, -signal.SIGTERM), f"a stopped run exited with {rc} (see {log_path})")
+            else:
+                proc.kill()
+                rc = proc.wait()
+                self.assertIn(rc, (0, -signal.SIGKILL), f"run exited with {rc} (see {log_path})")
+            self.assertEqual(nj.query("PRAGMA integrity_check")[0][0], "ok")
+            done = nj.query("SELECT count(*) FROM items WHERE state = 'done'")[0][0]
+            if done == len(DOCS):
+                break
+        with open(log_path) as f:
+            resumed = f.read().count("the window resumes at layer")
+        print(f"{life + 1} lives, {resumed} sweeps resumed at a saved layer", flush=True)
+        p = nj.run("run", *RUN)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.check_finished(nj, job)
+
+
+if __name__ == "__main__":
+    njtest.main(globals(), [("--seed", {"type": int, "default": None}),
+                            ("--lives", {"type": int, "default": 12}),
+                            ("--max-delay", {"type": float, "default": 1.5})])
