@@ -21,7 +21,7 @@
 # cli_sweep_crash, whose boundary files and resumes the [sweep] Catch2 tests run here and
 # whose runner path cli_sweep does),
 # install_prefix and report_screenshot (cmake --install, and a browser rendering the page
-# cli_morning_report already builds here), and four that cannot or need not run under the
+# cli_morning_report already builds here), and these, that cannot or need not run under the
 # sanitizers:
 #   crash_sigkill, crash_sigkill_speculative   SIGKILLs at random instants test durability,
 #                   not memory
@@ -29,6 +29,10 @@
 #   cli_thread_limits  limits the address space (RLIMIT_AS) to make threads fail to start;
 #                   ASan's shadow memory needs terabytes of address space and aborts first
 #   cli_disk_full_releases_lease  preloads an ENOSPC shim (LD_PRELOAD), which ASan must precede
+#   crash_attempts, crash_soak_short  SIGKILLs, as crash_sigkill (the reclaim rule they test is
+#                   run here by the [runner][queue] Catch2 tests)
+#   cli_hardening_round2  limits the address space (RLIMIT_AS) as cli_thread_limits does, and
+#                   reads 16 MiB inputs; its output-path rule is the [jobs][outputs] Catch2 test
 # Built with clang (installed by deploy/install-deps.sh --sanitize), without the benchmarks,
 # at -O0 but for the engine at -O1: the runner's and the tests' files instantiate much of
 # CLI11, nlohmann/json and the standard library, and instrumenting them at -O1 made this
@@ -52,6 +56,7 @@ long_cli='cli_run|cli_classify|cli_state|cli_generate_batch|cli_openai_batch|cli
 long_cli+='|cli_plan_spec|cli_backoff_and_stalled|cli_speculative|cli_classify_resume|cli_run_speculative'
 long_cli+='|cli_sweep_crash|install_prefix|report_screenshot'
 cannot='crash_sigkill|crash_sigkill_speculative|store_faults|cli_thread_limits|cli_disk_full_releases_lease'
+cannot+='|crash_attempts|crash_soak_short|crash_soak|cli_hardening_round2'
 # Leaks are bugs too: LeakSanitizer checks every test process at exit.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit -E "^(${python_only}|${long_cli}|${cannot})\$"

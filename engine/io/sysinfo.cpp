@@ -5,6 +5,7 @@
 
 #include <immintrin.h>
 #include <omp.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -87,6 +88,18 @@ Result<DiskSpace> disk_space(const std::string& dir) {
   space.total_bytes = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
   space.free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   return space;
+}
+
+uint64_t free_memory_bytes() {
+  auto info = memory_info();
+  uint64_t free = info.ok() ? info->available_bytes : 0;
+  struct rlimit as{};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    const uint64_t mapped = proc_kb("/proc/self/status", "VmSize");
+    const uint64_t left = as.rlim_cur > mapped ? as.rlim_cur - mapped : 0;
+    free = free ? std::min(free, left) : left;
+  }
+  return free;
 }
 
 uint64_t peak_rss_bytes() { return proc_kb("/proc/self/status", "VmHWM"); }

@@ -22,6 +22,10 @@ Result<MemoryInfo> memory_info();
 // n * 1024; nullopt when the key is absent or its value is not a number.
 std::optional<uint64_t> parse_proc_kb(std::string_view text, std::string_view key);
 
+// What this process can still allocate, in bytes: MemAvailable, and no more than its
+// address-space limit (RLIMIT_AS) leaves beyond what it maps now. 0 when unknown.
+uint64_t free_memory_bytes();
+
 // Parses the text of /proc/meminfo. InvalidArgument when MemTotal is missing.
 Result<MemoryInfo> parse_meminfo(std::string_view text);
 

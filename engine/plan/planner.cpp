@@ -148,6 +148,32 @@ uint64_t min_memory_for_batch(const ModelLayout& layout, const PlanOptions& o, i
   return state + scratch + weight_minimum(layout, o).bytes();
 }
 
+uint64_t resident_memory_for_batch(const ModelLayout& layout, const PlanOptions& o, int batch) {
+  const ModelConfig& c = layout.config();
+  uint64_t state = 0, scratch = 0;
+  batch_memory(c, o, batch, &state, &scratch);  // drafts included: a resident plan holds them all
+  uint64_t weights = layout.head().unit.buffer_bytes;
+  for (int l = 0; l < c.layers; ++l) weights += layout.layer(l).unit.buffer_bytes;
+  const WeightMinimum wmin = weight_minimum(layout, o);
+  for (int l = 0; l < c.layers; ++l)
+    if (!c.is_dense(l)) weights += static_cast<uint64_t>(c.num_experts) * wmin.expert_buffer;
+  return state + scratch + weights;
+}
+
+int max_resident_batch(const ModelLayout& layout, const PlanOptions& o, uint64_t free_bytes) {
+  if (resident_memory_for_batch(layout, o, 1) > free_bytes) return 0;
+  int lo = 1, hi = 2;
+  while (hi < (1 << 20) && resident_memory_for_batch(layout, o, hi) <= free_bytes) {
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (resident_memory_for_batch(layout, o, mid) <= free_bytes ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 uint64_t plan_residency_calls() {
   return g_plan_calls.load(std::memory_order_relaxed);
 }
@@ -252,7 +278,10 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
           (wmin.staging ? ", block staging " + format_bytes(wmin.staging) : std::string()) + ", " +
           std::to_string(ring_slots) + " x the largest trunk unit " + format_bytes(largest_unit) +
           ", " + std::to_string(min_expert_buffers) + " x one expert " +
-          format_bytes(expert_buffer) + fits);
+          format_bytes(expert_buffer) + fits +
+          (wmin.staging ? "; the block staging is the lossless pack's: a raw pack (`nightjar pack "
+                          "--codec raw`) or the shards (--no-pack) need none"
+                        : std::string()));
     }
     int buffers = min_expert_buffers;
     const int step_experts = std::min(c.num_experts, p.batch * c.top_k);

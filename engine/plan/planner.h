@@ -102,6 +102,14 @@ uint64_t min_memory_for_batch(const ModelLayout& layout, const PlanOptions& o, i
 // what a plan's max_batch reports, without planning.
 int max_batch_for_budget(const ModelLayout& layout, const PlanOptions& o, uint64_t budget);
 
+// The memory a batch of `batch` sequences takes with everything resident (a plan of budget
+// 0 with options `o`): every weight, the batch's states and the activations of its passes.
+uint64_t resident_memory_for_batch(const ModelLayout& layout, const PlanOptions& o, int batch);
+
+// The largest batch whose resident memory fits `free_bytes` (0 when not even one does): the
+// cap of a batch without a budget, so that it never asks for more than the machine has.
+int max_resident_batch(const ModelLayout& layout, const PlanOptions& o, uint64_t free_bytes);
+
 // Expected distinct experts among `rows` rows routed uniformly to top_k of num_experts.
 double expected_distinct_experts(int num_experts, int top_k, int rows);
 

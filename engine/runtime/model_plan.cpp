@@ -35,6 +35,12 @@ Result<ModelPlan> plan_model(const ModelLayout& layout, const ModelRequest& r) {
   } else {
     m.batch = r.batch > 0 ? r.batch
                           : static_cast<int>(std::clamp<int64_t>(r.items, 1, kDefaultResidentBatch));
+    if (r.free_memory_bytes > 0) {
+      PlanOptions with_drafts = m.options;  // a resident plan holds every draft asked for
+      with_drafts.draft_tokens = r.speculation == Speculation::kNgram ? kRunDraftTokens : 0;
+      m.max_batch = max_resident_batch(layout, with_drafts, r.free_memory_bytes);
+      m.batch = std::max(1, std::min(m.batch, m.max_batch));
+    }
   }
   m.options.batch = m.batch;
 
@@ -46,6 +52,7 @@ Result<ModelPlan> plan_model(const ModelLayout& layout, const ModelRequest& r) {
       break;
   }
   m.options.draft_tokens = m.asked_draft_tokens;
+
   NJ_ASSIGN_OR_RETURN(m.residency, plan_residency(layout, memory, m.options));
   if (r.speculation == Speculation::kAuto && m.asked_draft_tokens > 0) {
     const bool pays = m.residency.draft_tokens > 0 &&

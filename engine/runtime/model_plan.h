@@ -11,7 +11,8 @@
 //   2. The batch: what was asked (reduced to what the budget holds), else the largest batch
 //      the budget holds, at most kMaxDefaultBatch and at most the items that could share it
 //      (a budget reserved for sequences that never come would only hold fewer weights); with
-//      everything resident, min(items, kDefaultResidentBatch) unless asked.
+//      everything resident, min(items, kDefaultResidentBatch) unless asked, and never more
+//      than the machine's free memory holds (ModelRequest::free_memory_bytes, when given).
 //   3. Drafts per sequence (speculative decoding): ngram asks for kRunDraftTokens; auto asks
 //      for them when speculation pays at this budget (pass_cost.h: the weights stream and one
 //      draft breaks even below 50 % acceptance; never when resident); off asks for none. The
@@ -51,6 +52,9 @@ struct ModelRequest {
   int64_t context = 1;        // the job's longest sequence, in positions
   int batch = 0;              // sequences per pass; 0 = decide (decision 2)
   int64_t items = 1;          // items that could share a batch (bounds the decided batch)
+  // Everything resident (no budget): the memory the machine has free (sysinfo.h,
+  // free_memory_bytes); the batch is cut to what it holds (max_resident_batch). 0: no cut.
+  uint64_t free_memory_bytes = 0;
   Speculation speculation = Speculation::kOff;
   int prefill_chunk = kDefaultPrefillChunk;  // rows a prompt's pass carries at most
   int io_threads = kDefaultIoThreads;        // one staging buffer each (lossless packs)
@@ -62,7 +66,8 @@ struct ModelPlan {
   ResidencyPlan residency;   // where every weight byte lives
   int batch = 1;             // sequences per pass (= options.batch)
   int requested_batch = 0;   // ModelRequest::batch, for a warning when the budget cut it
-  int max_batch = 0;         // the largest batch the budget holds (0 when resident)
+  int max_batch = 0;         // the largest batch the budget holds (resident: the largest
+                             // free_memory_bytes holds; 0 when resident without it)
   int asked_draft_tokens = 0;  // drafts asked (decision 3); residency.draft_tokens are held
   PassCost pass_cost;        // the byte cost of a pass under this plan (speculation weighs it)
 

@@ -28,10 +28,12 @@ Status verify_unit(const UnitLayout& unit, const uint8_t* buffer, const std::str
   if (!unit.verify) return Status();
   const uint64_t h = XXH3_64bits(buffer, static_cast<size_t>(unit.checksum_bytes));
   if (h == unit.checksum) return Status();
+  // Named as a lossless pack's blocks are (stored_unit.cpp): the unit, then where it lies.
   return corruption(
-      file + ": the packed unit at offset " +
+      file + ": unit " + std::to_string(unit.pack_unit) + " (" +
+      std::to_string(unit.checksum_bytes) + " bytes at offset " +
       std::to_string(unit.extents.empty() ? 0 : unit.extents[0].file_offset) +
-      " fails its checksum (the pack is damaged: rerun `nightjar pack`, or delete it to read the "
+      ") fails its checksum (the pack is damaged: rerun `nightjar pack`, or delete it to read the "
       "shards)");
 }
 

@@ -4,6 +4,7 @@
 #include <fnmatch.h>
 #include <glob.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "jobs/spec/job_spec.h"
@@ -105,9 +106,34 @@ std::string resolve_path(const std::string& path) {
   std::error_code ec;
   fs::path p = fs::absolute(path, ec);
   if (ec) p = fs::path(path);
-  fs::path r = fs::weakly_canonical(p, ec);
-  if (ec) r = p.lexically_normal();
-  return strip_slashes(r.string());
+  // Component by component, as the kernel resolves a path, following every symlink, also
+  // one whose target does not exist yet (weakly_canonical stops at the first missing part,
+  // so a link to <home>/nightjar.db of a home not yet created would resolve to itself).
+  std::vector<fs::path> todo(p.begin(), p.end());
+  std::reverse(todo.begin(), todo.end());  // a stack: the next component last
+  fs::path out = "/";
+  int links = 0;
+  while (!todo.empty()) {
+    const fs::path part = todo.back();
+    todo.pop_back();
+    if (part.empty() || part == "." || part == "/") continue;
+    if (part == "..") {
+      out = out.parent_path();
+      continue;
+    }
+    const fs::path next = out / part;
+    if (links < 40 && fs::is_symlink(fs::symlink_status(next, ec))) {
+      const fs::path target = fs::read_symlink(next, ec);
+      if (!ec) {
+        ++links;
+        if (target.is_absolute()) out = "/";
+        for (auto it = target.end(); it != target.begin();) todo.push_back(*--it);
+        continue;
+      }
+    }
+    out = next;
+  }
+  return strip_slashes(out.lexically_normal().string());
 }
 
 std::optional<std::string> home_containing(const std::string& path,

@@ -41,9 +41,9 @@ nlohmann::json output_rules_to_json(const OutputRules& rules);
 // InvalidArgument naming the field when `j` is mistyped.
 Result<OutputRules> output_rules_from_json(const nlohmann::json& j);
 
-// `path` made absolute, with every symlink of the part that exists followed and `..`
-// applied (std::filesystem::weakly_canonical). Never fails: a path that cannot be resolved
-// is returned lexically normalized.
+// `path` made absolute, with every symlink followed (also a dangling one: its target, which
+// may not exist yet) and `..` applied to what it follows, as the kernel resolves it. Never
+// fails: what does not exist is taken as written; a loop stops after 40 links.
 std::string resolve_path(const std::string& path);
 
 // The home `path` would be written into, if any: one of `homes`, or the nearest directory

@@ -476,7 +476,8 @@ CLI::App* add_generate_options(CLI::App& app, GenerateArgs* a, SamplingFlags* fl
   flags->top_k =
       sub->add_option("--top-k", a->top_k, "Sample among the k most likely tokens (0 = all)");
   flags->top_p = sub->add_option("--top-p", a->top_p, "Nucleus sampling mass (default 1 = off)");
-  flags->seed = sub->add_option("--seed", a->seed, "RNG seed for sampling (default 0)");
+  flags->seed = sub->add_option("--seed", a->seed, "RNG seed for sampling (default 0)")
+                    ->check(CLI::NonNegativeNumber);  // else CLI11 reads -1 as 2^64 - 1
   sub->add_option("--save-routing-profile", a->save_routing,
                   "Write which experts decoding used, for `plan --routing-profile` (predicts the expert cache)");
   sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));

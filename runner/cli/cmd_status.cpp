@@ -166,7 +166,7 @@ void print_jobs_text(const std::vector<JobSummary>& jobs, const std::vector<nloh
     std::printf("no jobs\n");
     return;
   }
-  std::printf("%-5s %-24s %-9s %-30s %-17s %-13s %s\n", "JOB", "NAME", "STATE",
+  std::printf("%-5s %-24s %-14s %-30s %-17s %-13s %s\n", "JOB", "NAME", "STATE",
               "ITEMS done/run/queue/fail/canc", "TOKENS", "RATE", "ETA");
   for (size_t k = 0; k < jobs.size(); ++k) {
     const JobSummary& j = jobs[k];
@@ -177,7 +177,7 @@ void print_jobs_text(const std::vector<JobSummary>& jobs, const std::vector<nloh
                   (long long)j.cancelled);
     std::snprintf(tokens, sizeof tokens, "%lld/%lld", (long long)j.tokens_done,
                   (long long)j.tokens_planned);
-    std::printf("%-5lld %-24s %-9s %-30s %-17s %-13s %s\n", (long long)j.job.id,
+    std::printf("%-5lld %-24s %-14s %-30s %-17s %-13s %s\n", (long long)j.job.id,
                 printable(j.job.name).c_str(), job_state(j).c_str(), items, tokens,
                 rate_text(js["rate_tokens_per_s"]).c_str(),
                 js["eta_s"].is_null() ? "-" : format_duration(js["eta_s"].get<double>()).c_str());

@@ -30,6 +30,9 @@
 #include "runner/cli/output.h"
 
 namespace nj::runner {
+
+// A text to tokenize is a development tool's input, not a prompt: larger than a prompt may be.
+constexpr size_t kMaxTokenizeBytes = 256u << 20;
 void add_tokenize_commands(CLI::App& app, const GlobalOptions&, CommandTable& table) {
   struct TokenizeArgs {
     std::string model, text, file, chat_file, effort, output = "text";
@@ -91,7 +94,7 @@ void add_tokenize_commands(CLI::App& app, const GlobalOptions&, CommandTable& ta
     }
     std::string input = t->text;
     if (file_opt->count() > 0) {
-      auto read = read_text_input(t->file);
+      auto read = read_text_input(t->file, kMaxTokenizeBytes);
       if (!read.ok()) return report_failure(read.status());
       input = std::move(read).value();
     }

@@ -42,15 +42,30 @@ nlohmann::json error_json(int exit_code, const std::string& message) {
   return {{"code", exit_code}, {"message", message}};
 }
 
+namespace {
+
+// One error line per line of `message` (a validation lists one problem per line), so that
+// every line carries the "nightjar: error:" prefix.
+void log_error_lines(const std::string& message) {
+  for (size_t start = 0;;) {
+    const size_t end = message.find('\n', start);
+    spdlog::error("{}", message.substr(start, end == std::string::npos ? end : end - start));
+    if (end == std::string::npos) return;
+    start = end + 1;
+  }
+}
+
+}  // namespace
+
 int report_failure(const Status& s) {
-  spdlog::error("{}", s.message());
+  log_error_lines(s.message());
   const int code = exit_code_for(s);
   print_error_json(code, s.message());
   return code;
 }
 
 int report_usage_error(const std::string& flag, const Status& s) {
-  spdlog::error("{}: {}", flag, s.message());
+  log_error_lines(flag + ": " + s.message());
   print_error_json(kExitUsage, flag + ": " + s.message());
   return kExitUsage;
 }

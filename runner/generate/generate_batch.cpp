@@ -12,29 +12,45 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "engine/forward/forward.h"
+#include "engine/io/file.h"
 #include "engine/plan/pass_cost.h"
+#include "jobs/inputs/document_inputs.h"
 #include "runner/item/clock.h"
 #include "runner/run/lockstep.h"
 
 namespace nj::runner {
 namespace {
 
+// The largest prompts file, as a job's JSON Lines input (jobs/inputs/document_inputs.cpp).
+constexpr size_t kMaxPromptsFileBytes = 1u << 30;
+
 // Parses the prompts file. Errors name the file and line.
 Result<std::vector<GenerationRequest>> read_prompts(const BatchGenerateArgs& a, const Tokenizer* tokenizer) {
-  std::ifstream in(a.prompts_file);
-  if (!in) return not_found(a.prompts_file + ": cannot open the prompts file");
+  // The limits of a job's JSON Lines input: a regular file (never a FIFO or a device) of at
+  // most kMaxPromptsFileBytes, each prompt's text at most a document's 16 MiB.
+  std::error_code ec;
+  if (const auto size = std::filesystem::file_size(a.prompts_file, ec); !ec && size > kMaxPromptsFileBytes)
+    return invalid_argument(a.prompts_file + ": the prompts file is " + std::to_string(size) +
+                            " bytes, more than the " + std::to_string(kMaxPromptsFileBytes >> 20) +
+                            " MiB it may have");
+  auto all = read_small_file(a.prompts_file, kMaxPromptsFileBytes);
+  if (!all.ok()) return all.status();
   std::vector<GenerationRequest> out;
   std::unordered_set<std::string> ids;
-  std::string line;
+  const std::string& text = *all;
   int number = 0;
-  while (std::getline(in, line)) {
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
     ++number;
     const std::string where = a.prompts_file + ":" + std::to_string(number) + ": ";
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -68,6 +84,8 @@ Result<std::vector<GenerationRequest>> read_prompts(const BatchGenerateArgs& a, 
       }
     } else {
       if (!j["prompt"].is_string()) return invalid_argument(where + "'prompt' must be a string");
+      if (const size_t n = j["prompt"].get_ref<const std::string&>().size(); n > jobs::kMaxDocumentBytes)
+        return invalid_argument(where + jobs::document_too_large("'prompt'", n));
       if (!tokenizer)
         return invalid_argument(where + "a text prompt needs the model's tokenizer (tiktoken.model); give prompt_ids");
       r.prompt = tokenizer->encode(j["prompt"].get<std::string>());

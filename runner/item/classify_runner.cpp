@@ -3,6 +3,7 @@
 #include "runner/item/classify_runner.h"
 
 #include <algorithm>
+#include <utility>
 #include <chrono>
 #include <optional>
 #include <string_view>
@@ -97,6 +98,7 @@ class ClassifyRun {
   std::string prefix_source_;  // "restored", "prefilled", "fed" (reuse off) or "none"
   double prefix_restore_s_ = 0;
   int64_t checkpoint_position_ = -1;  // position of the newest document checkpoint
+  int checkpoint_failures_ = 0;       // saves failed in a row (a full disk): warned once
   Clock::time_point last_checkpoint_ = Clock::now();
   std::unique_ptr<ItemCheckpointWriter> checkpoint_writer_;
   int64_t resumed_tokens_ = 0;  // document tokens a checkpoint restored
@@ -171,7 +173,12 @@ Result<bool> ClassifyRun::checkpoint_document(bool now) {
   if (!checkpoint_writer_) {
     auto w = env_.checkpoints.writer(item_.id);
     if (!w.ok()) {
-      spdlog::warn("{}: no document checkpoint: {}", label_, w.status().message());
+      if (checkpoint_failures_++ == 0)  // as a failed save below: said once
+        spdlog::warn("{}: no document checkpoint: {} (the item goes on; further failures are "
+                     "logged at debug level until a save succeeds)",
+                     label_, w.status().message());
+      else
+        spdlog::debug("{}: no document checkpoint: {}", label_, w.status().message());
       return true;  // the item goes on; a stop redoes it from the prefix
     }
     checkpoint_writer_ = std::move(*w);
@@ -179,9 +186,18 @@ Result<bool> ClassifyRun::checkpoint_document(bool now) {
   const Sampler greedy{SamplingParams{}};  // a classification samples nothing
   auto bytes = checkpoint_writer_->save(env_.model, session_->state(), greedy);
   if (!bytes.ok()) {
-    spdlog::warn("{}: could not write a document checkpoint: {}", label_, bytes.status().message());
+    // A full disk fails every save until space is freed: one warning, not one per save.
+    if (checkpoint_failures_++ == 0)
+      spdlog::warn("{}: could not write a document checkpoint: {} (the item goes on; further "
+                   "failures are logged at debug level until a save succeeds)",
+                   label_, bytes.status().message());
+    else
+      spdlog::debug("{}: could not write a document checkpoint: {}", label_, bytes.status().message());
     return true;
   }
+  if (checkpoint_failures_ > 0)
+    spdlog::info("{}: document checkpoint written again after {} failed saves", label_,
+                 std::exchange(checkpoint_failures_, 0));
   const NewCheckpoint cp{position, 0, StateCheckpoints::item_path(item_.id), *bytes};
   NJ_ASSIGN_OR_RETURN(bool owned, env_.store.add_checkpoint(item_.id, env_.owner, progress(), cp));
   if (!owned) return false;

@@ -3,6 +3,7 @@
 #include "runner/item/item_runner.h"
 
 #include <algorithm>
+#include <utility>
 #include <chrono>
 #include <cmath>
 
@@ -129,6 +130,7 @@ class ItemRun {
   std::unique_ptr<ItemCheckpointWriter> writer_;
   int32_t eos_ = -1;                  // the token that ends the output (-1: none)
   int64_t checkpoint_position_ = -1;  // position of the newest checkpoint (-1: none)
+  int checkpoint_failures_ = 0;       // saves failed in a row (a full disk): warned once
   Clock::time_point last_checkpoint_ = Clock::now();
   Clock::time_point last_commit_ = Clock::now();
   std::string divergence_;
@@ -240,7 +242,12 @@ Result<bool> ItemRun::checkpoint() {
   if (!writer_) {
     auto w = env_.checkpoints.writer(item_.id);
     if (!w.ok()) {
-      spdlog::warn("{}: no state checkpoint: {}", label_, w.status().message());
+      if (checkpoint_failures_++ == 0)  // as a failed save below: said once
+        spdlog::warn("{}: no state checkpoint: {} (the item goes on; further failures are "
+                     "logged at debug level until a save succeeds)",
+                     label_, w.status().message());
+      else
+        spdlog::debug("{}: no state checkpoint: {}", label_, w.status().message());
       return true;
     }
     writer_ = std::move(*w);
@@ -248,9 +255,18 @@ Result<bool> ItemRun::checkpoint() {
   auto t0 = Clock::now();
   auto bytes = writer_->save(env_.model, session_->state(), *sampler_);
   if (!bytes.ok()) {
-    spdlog::warn("{}: could not write a state checkpoint: {}", label_, bytes.status().message());
+    // A full disk fails every save until space is freed: one warning, not one per save.
+    if (checkpoint_failures_++ == 0)
+      spdlog::warn("{}: could not write a state checkpoint: {} (the item goes on; further "
+                   "failures are logged at debug level until a save succeeds)",
+                   label_, bytes.status().message());
+    else
+      spdlog::debug("{}: could not write a state checkpoint: {}", label_, bytes.status().message());
     return true;
   }
+  if (checkpoint_failures_ > 0)
+    spdlog::info("{}: state checkpoint written again after {} failed saves", label_,
+                 std::exchange(checkpoint_failures_, 0));
   const std::string rel = StateCheckpoints::item_path(item_.id);
   NewCheckpoint cp{position, static_cast<int64_t>(output_.size()), rel, *bytes};
   NJ_ASSIGN_OR_RETURN(bool owned, env_.store.add_checkpoint(item_.id, env_.owner, progress(), cp));

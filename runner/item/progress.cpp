@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 
 #include <spdlog/sinks/basic_file_sink.h>
@@ -65,6 +66,17 @@ std::shared_ptr<StatusLineSink> setup_run_logging(bool tty, int verbosity,
     file_error = e.what();
   }
   if (!file_error.empty()) spdlog::warn("{}: cannot write the log file: {}", log_file, file_error);
+  // A sink that fails (the log file's disk is full) would make spdlog print its raw
+  // "[*** LOG ERROR ***]" line on stderr for each message; say it once, as nightjar speaks.
+  // The other sinks have the message already (the file is the last sink).
+  logger->set_error_handler([log_file](const std::string& what) {
+    static std::atomic<bool> said{false};
+    if (said.exchange(true)) return;
+    std::fprintf(stderr,
+                 "nightjar: warning: %s: cannot write the log file: %s (messages go to stderr "
+                 "only while it fails)\n",
+                 log_file.c_str(), what.c_str());
+  });
   return status;
 }
 

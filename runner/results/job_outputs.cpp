@@ -98,7 +98,13 @@ Status write_output(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-std::string csv_field(const std::string& text) {
+std::string csv_field(const std::string& raw) {
+  // Invalid UTF-8 (a generation cut inside a character) becomes U+FFFD exactly as the JSON
+  // forms write it, so that `merge --format csv` (which reads those) writes the same text.
+  const std::string text =
+      nlohmann::json::parse(
+          nlohmann::json(raw).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+          .get<std::string>();
   if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
   std::string out = "\"";
   for (char c : text) {
@@ -159,6 +165,15 @@ Result<std::vector<std::string>> write_openai_outputs(JobStore& store, const Job
 }
 
 }  // namespace
+
+bool declares_outputs(const JobRow& job) {
+  if (is_classify(job)) {
+    auto c = JobSettings::of(job).classify();
+    return c.ok() && (c->output_jsonl || c->output_csv);
+  }
+  auto openai = JobSettings::of(job).openai_outputs();  // submit --openai-batch --output-file
+  return openai.ok() && openai->has_value();
+}
 
 Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const JobRow& job,
                                                         const Home& home) {

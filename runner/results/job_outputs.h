@@ -48,7 +48,11 @@ Result<std::string> records_csv(const std::string& kind, const std::string& sett
 Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const JobRow& job,
                                                         const Home& home);
 
-// One CSV field, quoted when needed.
+// Whether the job declares outputs (a classify job's `outputs:`, an OpenAI batch's
+// --output-file). False when its settings do not parse (write_declared_outputs then reports why).
+bool declares_outputs(const JobRow& job);
+
+// One CSV field, quoted when needed; invalid UTF-8 replaced by U+FFFD as in the JSON forms.
 std::string csv_field(const std::string& text);
 
 }  // namespace nj::runner

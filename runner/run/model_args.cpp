@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include <spdlog/spdlog.h>
 
@@ -67,6 +68,17 @@ Result<PinCompressed> parse_pin_compressed(const std::string& value) {
   return invalid_argument("--pin-compressed must be auto, yes or no, not '" + value + "'");
 }
 
+namespace {
+
+// The planner's refusal of a --memory budget (below the minimum) as the bad input it is
+// (exit 3, as a spec's `memory:` below the minimum), naming the flag.
+Status budget_error(const Status& planner) {
+  if (planner.code() != StatusCode::kResourceExhausted) return planner;
+  return invalid_argument("--memory: " + planner.message());
+}
+
+}  // namespace
+
 Result<ModelOptions> model_options(const ModelArgs& args, const RunShape& shape) {
   ModelOptions o;
   if (!args.memory.empty()) {
@@ -92,15 +104,16 @@ Result<int> max_batch_for(const ModelArgs& args, const RunShape& shape) {
   std::string pack_warning;
   NJ_ASSIGN_OR_RETURN(ModelHeaders headers, open_model_headers(args.model, o.use_pack, &pack_warning));
   o.plan.batch = 1;
-  NJ_ASSIGN_OR_RETURN(ResidencyPlan plan, plan_residency(*headers.layout, o.memory_bytes, o.plan));
-  return plan.max_batch;
+  auto plan = plan_residency(*headers.layout, o.memory_bytes, o.plan);
+  if (!plan.ok()) return budget_error(plan.status());
+  return plan->max_batch;
 }
 
 void add_compute_options(CLI::App& sub, ModelArgs& args) {
   sub.add_option("--threads", args.threads,
-                 "Compute threads (default: all cores if that measurably helps here, else 1); "
-                 "results do not depend on it")
-      ->check(CLI::NonNegativeNumber);
+                 "Compute threads (default: all cores if that measurably helps here, else 1; at "
+                 "most " + std::to_string(kMaxComputeThreads) + "); results do not depend on it")
+      ->check(CLI::Range(0, kMaxComputeThreads));
   sub.add_option("--simd", args.simd,
                  "Force a SIMD level: scalar, avx2 or avx512 (results do not depend on it)");
 }
@@ -122,7 +135,19 @@ Result<std::unique_ptr<Model>> open_model(const ModelArgs& args, const RunShape&
   NJ_RETURN_IF_ERROR(apply_compute_options(args));
   auto options = model_options(args, shape);
   if (!options.ok()) return options.status().with_context("--memory");
-  return Model::open(args.model, *options);
+  auto model = Model::open(args.model, *options);
+  if (model.ok() || model.status().code() != StatusCode::kResourceExhausted ||
+      options->memory_bytes == 0)
+    return model;
+  // The plan's refusal (a budget below the minimum) is bad input; the machine's (a thread
+  // it would not start) is not. Only the first fails again without opening anything.
+  std::string pack_warning;
+  auto headers = open_model_headers(args.model, options->use_pack, &pack_warning, options->pack_dir);
+  PlanOptions plan = options->plan;
+  plan.io_threads = options->streaming.io_threads;
+  if (headers.ok() && !plan_residency(*headers->layout, options->memory_bytes, plan).ok())
+    return budget_error(model.status());
+  return model;
 }
 
 nlohmann::json stats_json(Model& model, const ForwardStats& f) {
@@ -206,12 +231,22 @@ Result<std::vector<int32_t>> parse_id_list(const std::string& text, bool allow_e
   return ids;
 }
 
-Result<std::string> read_text_input(const std::string& path) {
-  if (path != "-") return read_small_file(path);
+Result<std::string> read_text_input(const std::string& path, size_t max_bytes) {
+  if (path != "-") {
+    std::error_code ec;
+    if (const auto size = std::filesystem::file_size(path, ec); !ec && size > max_bytes)
+      return invalid_argument(jobs::document_too_large(path, static_cast<size_t>(size)));
+    return read_small_file(path, max_bytes);
+  }
   std::string text;
   char buf[1 << 16];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) text.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) {
+    text.append(buf, n);
+    if (text.size() > max_bytes)
+      return invalid_argument(jobs::document_too_large("standard input", text.size()) +
+                              " (read so far)");
+  }
   if (std::ferror(stdin)) return io_error("standard input: read failed");
   return text;
 }

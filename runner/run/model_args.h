@@ -10,6 +10,7 @@
 #include "engine/runtime/model.h"
 #include "engine/session/session.h"
 #include "engine/util/status.h"
+#include "jobs/inputs/document_inputs.h"
 
 namespace CLI {
 class App;
@@ -60,6 +61,10 @@ Result<PinCompressed> parse_pin_compressed(const std::string& value);
 // no weights are read). ResourceExhausted when not even one sequence fits.
 Result<int> max_batch_for(const ModelArgs& args, const RunShape& shape);
 
+// The most compute threads --threads accepts: more than the cores of any machine this runs
+// on, few enough that OpenMP can start a team of them (100000 crashed `generate`).
+inline constexpr int kMaxComputeThreads = 1024;
+
 // Adds --threads and --simd only (for `run`, whose models and budgets come from the jobs).
 void add_compute_options(CLI::App& sub, ModelArgs& args);
 
@@ -84,7 +89,11 @@ Result<std::vector<int32_t>> parse_id_list(const std::string& text, bool allow_e
 // are written with B ("4096B"). InvalidArgument naming the text and how to write it.
 Result<uint64_t> parse_size_flag(const std::string& text);
 
-// The contents of a text file, or of standard input for "-".
-Result<std::string> read_text_input(const std::string& path);
+// The contents of a text file, or of standard input for "-", at most `max_bytes` (a prompt's
+// limit, jobs/inputs/document_inputs.h, unless told otherwise). InvalidArgument naming the
+// file and its size when it holds more (standard input: read no further than that); the
+// file errors of read_small_file (not a regular file, unreadable).
+Result<std::string> read_text_input(const std::string& path,
+                                    size_t max_bytes = jobs::kMaxDocumentBytes);
 
 }  // namespace nj::runner

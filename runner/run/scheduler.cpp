@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/io/sysinfo.h"
 #include "engine/runtime/model.h"
 #include "engine/plan/pass_cost.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -90,10 +91,16 @@ class ModelCache {
 
   // The model for `job`, planned for a batch: options.batch items, or when 0 the largest
   // batch the budget holds. REQUIRES: no Forward of the previous model is in use.
-  // `items`: how many items could share its batches (items_for_batch).
-  Result<Model*> get(const JobRow& job, int64_t context, int64_t items) {
+  // `items`: how many items could share its batches (items_for_batch). On failure
+  // `*permanent` says whether another attempt would fail the same way: the job's settings or
+  // its plan (a budget below the minimum) are, a model that cannot be opened is not (a disk
+  // not mounted yet, a model being copied).
+  Result<Model*> get(const JobRow& job, int64_t context, int64_t items, bool* permanent) {
+    *permanent = false;
     if (holds(job, context)) return model_.get();
+    *permanent = true;
     NJ_ASSIGN_OR_RETURN(const jobs::SpeculativeMode mode, stored_speculative_mode(job));
+    *permanent = false;
     model_.reset();
     tokenizer_.reset();
     auto t0 = Clock::now();
@@ -115,6 +122,8 @@ class ModelCache {
                                                                   : Speculation::kAuto;
     request.prefill_chunk = options_.prefill_chunk;
     request.io_threads = options_.io_threads;
+    if (memory == 0) request.free_memory_bytes = free_memory_bytes();
+    *permanent = true;  // the plan depends on nothing but the job and the model's headers
     NJ_ASSIGN_OR_RETURN(ModelPlan plan, plan_model(*headers.layout, request));
     sweep_ = false;
     if (classify && options_.schedule != Schedule::kPasses) {
@@ -124,10 +133,16 @@ class ModelCache {
         sweep_ = true;
       }
     }
+    *permanent = false;
     batch_ = plan.batch;
     if (memory > 0 && options_.batch > plan.max_batch)
       spdlog::warn("--batch {}: the budget {} of job {} holds at most {}; running {} per pass",
                    options_.batch, format_bytes(memory), job.id, plan.max_batch, batch_);
+    else if (memory == 0 && !sweep_ && options_.batch > batch_)
+      spdlog::warn("--batch {}: job {} has no memory: budget, and with every weight resident "
+                   "the memory free now ({}) holds at most {}; running {} per pass",
+                   options_.batch, job.id, format_bytes(request.free_memory_bytes), plan.max_batch,
+                   batch_);
     StreamingOptions streaming;
     streaming.io_threads = options_.io_threads;
     NJ_ASSIGN_OR_RETURN(model_, Model::open(job.model_dir, std::move(headers), plan, memory, streaming));
@@ -329,6 +344,7 @@ class QueueRun {
   }
 
   Result<RunSummary> run() {
+    NJ_RETURN_IF_ERROR(finish_unwritten_outputs());
     for (;;) {
       // 1. Fill the batch: items of the batch's model (any model when it is empty).
       NJ_RETURN_IF_ERROR(fill_batch());
@@ -364,9 +380,11 @@ class QueueRun {
 
   bool may_claim() const {
     const int64_t counted = summary_.done + summary_.failed + static_cast<int64_t>(held_.size());
+    const bool alone = std::any_of(held_.begin(), held_.end(),
+                                   [](const Held& h) { return h.claim.alone(); });
     return fatal_.ok() && !stop_.reason() &&
            !(options_.max_items && counted >= *options_.max_items) &&
-           (held_.empty() || static_cast<int>(held_.size()) < models_.batch());
+           (held_.empty() || (!alone && static_cast<int>(held_.size()) < models_.batch()));
   }
 
   // Claims items while the batch has room. Status only for store failures.
@@ -378,13 +396,59 @@ class QueueRun {
         filter.model = ClaimFilter::Model{
             held_.front().claim.job.model_dir, held_.front().claim.job.memory_bytes.value_or(0),
             models_.context(), held_.front().claim.job.kind, models_.speculative_text()};
+      std::vector<Reclaimed> reclaimed;
       NJ_ASSIGN_OR_RETURN(std::optional<Claim> claim,
-                          store_.claim_next(owner_, options_.lease_s, alive_, filter));
+                          store_.claim_next(owner_, options_.lease_s, alive_, filter, &reclaimed));
+      NJ_RETURN_IF_ERROR(settle_reclaimed(reclaimed));
       if (!claim) break;
       said_idle_ = false;
       if (join(std::move(*claim)) == Next::kStopClaiming) break;
     }
     return Status();
+  }
+
+  // Items a claim took over from a dead (or stuck) run: those it failed for good count as
+  // failed in this run, and their jobs may now be complete (outputs). Status only for store
+  // failures.
+  Status settle_reclaimed(const std::vector<Reclaimed>& reclaimed) {
+    for (const Reclaimed& r : reclaimed) {
+      if (r.state != ItemState::kFailed) {
+        spdlog::warn("job {} item {}: taken over: {}", r.job_id, r.custom_id, r.error);
+        continue;
+      }
+      ++summary_.failed;
+      spdlog::error("job {} item {}: failed for good: {}", r.job_id, r.custom_id, r.error);
+      NJ_ASSIGN_OR_RETURN(JobSummary job, store_.job_summary(r.job_id));
+      ended_.emplace(r.job_id, job.job);
+    }
+    return finish_ended_jobs();
+  }
+
+  // Writes the outputs of the jobs in `ended_` that are complete, and forgets them.
+  Status finish_ended_jobs() {
+    Status st;
+    for (const auto& [id, job] : ended_) {
+      auto outputs_ok = finish_job_if_complete(store_, job, home_);
+      if (!outputs_ok.ok()) {
+        st = outputs_ok.status();
+        break;
+      }
+      if (!*outputs_ok) ++summary_.outputs_failed;
+    }
+    ended_.clear();
+    return st;
+  }
+
+  // Jobs that ended while no run could write their outputs (a run killed between its last
+  // item's end and the write): complete, with outputs declared and never written. Status
+  // only for store failures.
+  Status finish_unwritten_outputs() {
+    NJ_ASSIGN_OR_RETURN(std::vector<JobSummary> jobs, store_.list_jobs());
+    for (const JobSummary& j : jobs)
+      if (j.queued + j.running == 0 && j.done + j.failed > 0 && !j.job.outputs_state &&
+          declares_outputs(j.job))
+        ended_.emplace(j.job.id, j.job);
+    return finish_ended_jobs();
   }
 
   // A claimed item joins the batch (opening the batch's model first when it has none).
@@ -394,6 +458,9 @@ class QueueRun {
                  claim.job.id, claim.job.name, item.custom_id,
                  item.tokens_done > 0 ? "resuming" : "starting", item.tokens_done,
                  item.max_tokens, item.attempts);
+    if (claim.alone())
+      spdlog::warn("job {} item {}: runs alone (the process died {} times while it shared a batch)",
+                   claim.job.id, item.custom_id, item.batch_deaths);
     if (Status st = keeper_.add(item.id); !st.ok()) {
       release_after_failure(store_, owner_, item, st);
       fail_run(st);
@@ -422,9 +489,11 @@ class QueueRun {
   // be opened the item's attempt fails (kSkipped), or the run when the store fails.
   Next open_batch(const Claim& claim, int64_t context) {
     auto jobs = store_.list_jobs();
-    auto model = jobs.ok() ? models_.get(claim.job, context, items_for_batch(*jobs, claim.job))
+    bool permanent = false;
+    auto model = jobs.ok() ? models_.get(claim.job, context, items_for_batch(*jobs, claim.job),
+                                         &permanent)
                            : Result<Model*>(jobs.status());
-    if (!model.ok()) return fail_open(claim, model.status());
+    if (!model.ok()) return fail_open(claim, model.status(), permanent);
     // The activations of the plan (with drafts, a pass holds 1 + draft_tokens rows of every
     // item beside the prefill chunks), as the model was planned.
     const ModelPlan& plan = (*model)->model_plan();
@@ -442,26 +511,32 @@ class QueueRun {
   // The model of `claim`'s job failed to open: a failed attempt of the item, retried after a
   // backoff when the model may yet appear (not found, an I/O error: a disk not mounted yet),
   // failed at once when a file is there but damaged (a truncated or malformed shard, config or
-  // tokenizer: Corruption, InvalidArgument), which waiting does not mend.
-  Next fail_open(const Claim& claim, const Status& why) {
+  // tokenizer: Corruption, InvalidArgument), which waiting does not mend, or when the failure
+  // is `permanent` (its plan: a budget below the minimum fails every attempt the same way).
+  Next fail_open(const Claim& claim, const Status& why, bool permanent) {
     const ItemRow& item = claim.item;
     keeper_.remove(item.id);
     const bool damaged =
         why.code() == StatusCode::kCorruption || why.code() == StatusCode::kInvalidArgument;
     const double wait_s = retry_wait_s(options_, item.attempts);
-    auto state = store_.fail_attempt(
-        item.id, owner_, Progress{item.tokens_done, {}, 0, 0},
-        damaged ? "the model is damaged: " + why.message() +
-                      " (fix the file, then `nightjar retry " + std::to_string(claim.job.id) + "`)"
-                : why.message(),
-        /*final=*/damaged, damaged ? std::optional<double>() : std::optional<double>(wait_s));
+    const std::string error =
+        damaged ? "the model is damaged: " + why.message() + " (fix the file, then `nightjar retry " +
+                      std::to_string(claim.job.id) + "`)"
+        : permanent && why.code() == StatusCode::kResourceExhausted
+            ? "job " + std::to_string(claim.job.id) + " (memory: " +
+                  (claim.job.memory_bytes ? format_bytes(*claim.job.memory_bytes)
+                                          : std::string("none")) +
+                  "): " + why.message() + "; every attempt would fail the same way"
+            : why.message();
+    const bool final = damaged || permanent;
+    auto state = store_.fail_attempt(item.id, owner_, Progress{item.tokens_done, {}, 0, 0}, error,
+                                     final, final ? std::nullopt : std::optional(wait_s));
     if (!state.ok()) {
       release_after_failure(store_, owner_, item, state.status());
       fail_run(state.status());
       return Next::kStopClaiming;
     }
-    spdlog::error("job {} ({}) item {}: {}", claim.job.id, claim.job.name, item.custom_id,
-                  why.message());
+    spdlog::error("job {} ({}) item {}: {}", claim.job.id, claim.job.name, item.custom_id, error);
     if (*state == ItemState::kFailed) {
       ++summary_.failed;
       summary_.failed_items.push_back(
@@ -528,14 +603,7 @@ class QueueRun {
       it = held_.erase(it);
       freed = true;
     }
-    for (const auto& [id, job] : ended_) {
-      auto outputs_ok = finish_job_if_complete(store_, job, home_);
-      if (!outputs_ok.ok())
-        fail_run(outputs_ok.status());
-      else if (!*outputs_ok)
-        ++summary_.outputs_failed;
-    }
-    ended_.clear();
+    if (Status st = finish_ended_jobs(); !st.ok()) fail_run(st);
     return freed;
   }
 

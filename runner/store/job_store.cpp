@@ -32,7 +32,8 @@ const char* const kItemColumns =
     "i.last_error, "
     "i.started_at, i.finished_at, json_extract(i.params, '$.max_tokens'), "
     "i.io_wait_s, i.compute_s, i.bytes_read, i.tokens_fed, i.decode_steps, i.retry_at, "
-    "i.numerics_version, i.max_batch, i.spec_passes, i.spec_drafted, i.spec_accepted";
+    "i.numerics_version, i.max_batch, i.spec_passes, i.spec_drafted, i.spec_accepted, "
+    "i.batch_deaths";
 
 JobRow read_job(const Stmt& s, int c) {
   JobRow j;
@@ -85,6 +86,7 @@ ItemRow read_item(const Stmt& s, int c) {
   i.usage.spec_passes = s.int64(c + 27);
   i.usage.spec_drafted = s.int64(c + 28);
   i.usage.spec_accepted = s.int64(c + 29);
+  i.batch_deaths = static_cast<int>(s.int64(c + 30));
   return i;
 }
 
@@ -551,8 +553,8 @@ Result<std::vector<JobStore::MovedItem>> JobStore::retry_items(
   // Attempts start again from 0 (max_attempts applies afresh); the "retried" event keeps
   // the history (the attempts the item had, its last error).
   return move_items(job_id, custom_ids, {"failed", "cancelled"},
-                    "state = 'queued', attempts = 0, last_error = NULL, finished_at = NULL, "
-                    "retry_at = NULL",
+                    "state = 'queued', attempts = 0, batch_deaths = 0, last_error = NULL, "
+                    "finished_at = NULL, retry_at = NULL",
                     "retried", "only failed or cancelled items can be retried");
 }
 

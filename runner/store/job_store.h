@@ -10,7 +10,8 @@
 //         claims, lease_owner, lease_expires, tokens_done, prefill_s, decode_s,
 //         last_error, started_at, finished_at,
 //         io_wait_s, compute_s, bytes_read, tokens_fed, decode_steps,
-//         retry_at, numerics_version)                          UNIQUE(job_id, custom_id)
+//         retry_at, numerics_version, max_batch, spec_*, batch_deaths)
+//                                                               UNIQUE(job_id, custom_id)
 //   tokens(item_id, pos, token_id, logprobs)        the append-only output log
 //   checkpoints(id, item_id, position, tokens_done, path, bytes, created_at)
 //   results(item_id, finish_reason, prompt_tokens, output_tokens, output_ids,
@@ -20,6 +21,7 @@
 // Item states:  queued --claim--> running --finish--> done
 //                                 running --release (graceful stop)--> queued
 //                                 running --fail_attempt / stale lease--> queued | failed
+//                                 (a stale lease of a batch: queued, not charged; see claim_next)
 //                                 running --release_lease (run failed)--> queued
 //               queued|running --cancel--> cancelled;  failed|cancelled --retry--> queued
 //
@@ -144,6 +146,9 @@ struct ItemRow {
   std::optional<double> finished_at;
   std::optional<double> retry_at;       // queued: not claimed before (006_retry_at.sql)
   std::optional<int> numerics_version;  // of its stored output (007_numerics_version.sql)
+  // Process deaths it was not charged for, in a batch with other items (010_batch_deaths.sql):
+  // at kSoloAfterBatchDeaths it runs alone (reclaim rule at claim_next).
+  int batch_deaths = 0;
 };
 
 struct JobSummary {
@@ -186,10 +191,14 @@ struct EventRow {
   std::string detail_json;
 };
 
-// What `run` receives with a claimed item: everything it needs to resume.
+// An item whose batches died this many times runs alone from then on (claim_next).
+inline constexpr int kSoloAfterBatchDeaths = 2;
+
 // What a run that already holds items may claim next.
 struct ClaimFilter {
-  std::set<int64_t> held;  // items this process holds now (their leases are not stale)
+  // Items this process holds now (their leases are not stale). When it holds any, items
+  // that run alone (batch_deaths >= kSoloAfterBatchDeaths) are not claimed.
+  std::set<int64_t> held;
   // Only items whose job runs this model directory with this budget (0: resident), so that
   // they can share the passes of the items held.
   struct Model {
@@ -204,11 +213,24 @@ struct ClaimFilter {
   std::optional<Model> model;
 };
 
+// What `run` receives with a claimed item: everything it needs to resume.
 struct Claim {
   JobRow job;
   ItemRow item;
   std::vector<int32_t> tokens;             // the stored output, positions 0..n-1
   std::vector<CheckpointRow> checkpoints;  // newest (largest position) first
+  // Whether it runs alone: nothing joins its batch (its batches died too often).
+  bool alone() const { return item.batch_deaths >= kSoloAfterBatchDeaths; }
+};
+
+// A stale lease that claim_next took back (its process died, or its lease expired).
+struct Reclaimed {
+  int64_t item_id = 0;
+  int64_t job_id = 0;
+  std::string custom_id;
+  ItemState state = ItemState::kQueued;  // kFailed: charged its last attempt
+  bool charged = false;                  // an attempt was charged: it was alone in its process
+  std::string error;                     // as recorded in last_error
 };
 
 // Progress the runner hands over with every write: output tokens not yet stored (output
@@ -340,14 +362,19 @@ class JobStore {
   // cancelled or its lease reclaimed).
 
   // In one BEGIN IMMEDIATE transaction: reclaims stale leases (expired, or whose owner
-  // `alive` says is dead, or held in `owner`'s name but not in `filter.held`) with
-  // attempts + 1, failing items that reach max_attempts; then takes the next queued item
-  // whose retry_at has passed (job priority, then job id, then spec order) and whose job
-  // runs `filter.model` when given, with a lease of `lease_s` seconds. nullopt when nothing
-  // (matching) is claimable.
+  // `alive` says is dead, or held in `owner`'s name but not in `filter.held`); then takes
+  // the next queued item whose retry_at has passed (job priority, then job id, then spec
+  // order) and whose job runs `filter.model` when given, with a lease of `lease_s` seconds.
+  // nullopt when nothing (matching) is claimable.
+  // The reclaim charges what a death can be blamed on: an item that was its process's only
+  // stale lease gets attempts + 1 (failing at max_attempts); items of a batch (several stale
+  // leases of one owner) are queued uncharged with batch_deaths + 1, and run alone once it
+  // reaches kSoloAfterBatchDeaths. Every item reclaimed is appended to `reclaimed` when
+  // given (the caller counts those failed for good and finishes their jobs).
   Result<std::optional<Claim>> claim_next(const std::string& owner, double lease_s,
                                           const OwnerAliveFn& alive,
-                                          const ClaimFilter& filter = {});
+                                          const ClaimFilter& filter = {},
+                                          std::vector<Reclaimed>* reclaimed = nullptr);
 
   // Extends the leases of `items` to now + lease_s, in one transaction. Returns the items
   // whose lease is no longer ours (cancelled, reclaimed, finished).
@@ -366,8 +393,9 @@ class JobStore {
   // Deletes the item's checkpoint rows (its file was found unusable).
   Result<bool> drop_checkpoints(int64_t item_id, const std::string& owner);
 
-  // Stores the last tokens, the result and state 'done' in ONE transaction, and deletes the
-  // item's checkpoint rows (the caller then removes the files).
+  // Stores the last tokens, the result and state 'done' in ONE transaction, clears the error
+  // of an earlier attempt (the events keep it), and deletes the item's checkpoint rows (the
+  // caller then removes the files).
   Result<bool> finish_item(int64_t item_id, const std::string& owner, const Progress& progress,
                            const NewResult& result);
 

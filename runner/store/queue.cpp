@@ -1,6 +1,8 @@
 // The store's work queue: claiming items under leases, reclaiming stale leases, and every
 // write a running item makes (tokens, checkpoints, the result, stops and failures), each
 // guarded by the lease so a process that lost its item can never write to it.
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "runner/store/job_store.h"
@@ -19,10 +21,12 @@ namespace {
 struct RunningItem {
   int64_t id;
   int64_t job_id;
+  std::string custom_id;
   std::string owner;
   double expires;
   int attempts;
   int max_attempts;
+  int batch_deaths;
 };
 
 // Ends an attempt of item `id` and its lease: back to the queue (not claimed before
@@ -46,7 +50,8 @@ Status requeue_or_fail(sql::Db& db, int64_t id, bool fail, int attempts, const s
 
 Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, double lease_s,
                                                   const OwnerAliveFn& alive,
-                                                  const ClaimFilter& filter) {
+                                                  const ClaimFilter& filter,
+                                                  std::vector<Reclaimed>* reclaimed) {
   NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
   const double now = clock_();
 
@@ -56,16 +61,19 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
   std::vector<RunningItem> running;
   {
     NJ_ASSIGN_OR_RETURN(
-        Stmt s, db_->prepare("SELECT i.id, i.job_id, i.lease_owner, i.lease_expires, i.attempts, "
-                             "j.max_attempts FROM items i JOIN jobs j ON j.id = i.job_id "
-                             "WHERE i.state = 'running'"));
+        Stmt s, db_->prepare("SELECT i.id, i.job_id, i.custom_id, i.lease_owner, i.lease_expires, "
+                             "i.attempts, j.max_attempts, i.batch_deaths FROM items i "
+                             "JOIN jobs j ON j.id = i.job_id WHERE i.state = 'running'"));
     for (;;) {
       NJ_ASSIGN_OR_RETURN(bool row, s.step());
       if (!row) break;
-      running.push_back({s.int64(0), s.int64(1), s.text(2), s.real(3), static_cast<int>(s.int64(4)),
-                         static_cast<int>(s.int64(5))});
+      running.push_back({s.int64(0), s.int64(1), s.text(2), s.text(3), s.real(4),
+                         static_cast<int>(s.int64(5)), static_cast<int>(s.int64(6)),
+                         static_cast<int>(s.int64(7))});
     }
   }
+  std::vector<std::pair<const RunningItem*, std::string>> stale;  // each with why
+  std::map<std::string, int> batch_of;  // stale items per owner: the batch its process held
   for (const RunningItem& r : running) {
     std::string why;
     if (r.owner == owner && filter.held.count(r.id)) continue;
@@ -77,13 +85,43 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
       why = "the lease of " + r.owner + " expired without a heartbeat (process stuck?)";
     else
       continue;
-    const int attempts = r.attempts + 1;
-    const bool fail = attempts >= r.max_attempts;
-    // retry_at is cleared: a running item's was in the past when it was claimed.
-    NJ_RETURN_IF_ERROR(requeue_or_fail(*db_, r.id, fail, attempts, why, now, std::nullopt));
-    NJ_RETURN_IF_ERROR(insert_event(
-        *db_, now, r.job_id, r.id, fail ? "failed" : "lease_reclaimed",
-        nlohmann::json{{"owner", r.owner}, {"attempts", attempts}, {"error", why}}.dump()));
+    stale.emplace_back(&r, std::move(why));
+    ++batch_of[r.owner];
+  }
+  // Who is charged (README "Attempts"): an item that was alone in its process is charged an
+  // attempt, as its own failure; items that shared a batch are not (any of them, or none,
+  // may have brought the process down), each counts a batch death instead, and at
+  // kSoloAfterBatchDeaths it runs alone (step 2), where a death is charged to it alone.
+  for (const auto& [r, why] : stale) {
+    const int batch = batch_of[r->owner];
+    Reclaimed out{r->id, r->job_id, r->custom_id, ItemState::kQueued, batch == 1, why};
+    nlohmann::json detail = {{"owner", r->owner}, {"batch", batch}, {"charged", out.charged}};
+    if (out.charged) {
+      const int attempts = r->attempts + 1;
+      const bool fail = attempts >= r->max_attempts;
+      if (fail) out.state = ItemState::kFailed;
+      // retry_at is cleared: a running item's was in the past when it was claimed.
+      NJ_RETURN_IF_ERROR(requeue_or_fail(*db_, r->id, fail, attempts, why, now, std::nullopt));
+      detail["attempts"] = attempts;
+    } else {
+      const int deaths = r->batch_deaths + 1;
+      out.error = why + "; it shared its batch with " + std::to_string(batch - 1) +
+                  " other item(s), so no attempt is charged (" + std::to_string(deaths) +
+                  (deaths == 1 ? " batch death" : " batch deaths") +
+                  (deaths >= kSoloAfterBatchDeaths ? ": it runs alone from now on)" : ")");
+      NJ_ASSIGN_OR_RETURN(
+          Stmt u, db_->prepare("UPDATE items SET state = 'queued', batch_deaths = ?, "
+                               "last_error = ?, lease_owner = NULL, lease_expires = NULL, "
+                               "retry_at = NULL WHERE id = ?"));
+      NJ_RETURN_IF_ERROR(u.bind(1, deaths).bind(2, out.error).bind(3, r->id).run());
+      detail["attempts"] = r->attempts;
+      detail["batch_deaths"] = deaths;
+    }
+    detail["error"] = out.error;
+    NJ_RETURN_IF_ERROR(insert_event(*db_, now, r->job_id, r->id,
+                                    out.state == ItemState::kFailed ? "failed" : "lease_reclaimed",
+                                    detail.dump()));
+    if (reclaimed) reclaimed->push_back(std::move(out));
   }
 
   // 2. The next queued item: job priority, then FIFO by job, then spec order.
@@ -92,6 +130,10 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
       db_->prepare(
           std::string("SELECT i.id FROM items i JOIN jobs j ON j.id = i.job_id WHERE i.state = 'queued' "
                       "AND (i.retry_at IS NULL OR i.retry_at <= ?) ") +
+          // An item that runs alone never joins a batch that holds items already.
+          (filter.held.empty()
+               ? std::string()
+               : "AND i.batch_deaths < " + std::to_string(kSoloAfterBatchDeaths) + " ") +
           (filter.model ? "AND j.model_dir = ? AND coalesce(j.memory_bytes, 0) = ? "
                           "AND coalesce(json_extract(j.settings, '$.max_context'), 0) <= ? "
                           "AND j.kind = ? "
@@ -291,7 +333,7 @@ Result<bool> JobStore::finish_item(int64_t item_id, const std::string& owner,
 
   NJ_ASSIGN_OR_RETURN(Stmt done,
                       db_->prepare("UPDATE items SET state = 'done', lease_owner = NULL, "
-                                   "lease_expires = NULL, finished_at = ?, "
+                                   "lease_expires = NULL, finished_at = ?, last_error = NULL, "
                                    "numerics_version = coalesce(?, numerics_version) "
                                    "WHERE id = ?"));
   NJ_RETURN_IF_ERROR(done.bind(1, now).bind(2, result.numerics_version).bind(3, item_id).run());

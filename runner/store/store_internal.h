@@ -14,7 +14,7 @@ namespace nj::runner::store_internal {
 // the list's first column in the statement.
 extern const char* const kJobColumns;  // kJobColumnCount columns
 inline constexpr int kJobColumnCount = 13;
-extern const char* const kItemColumns;  // 30 columns
+extern const char* const kItemColumns;  // 31 columns
 JobRow read_job(const sql::Stmt& s, int col);
 ItemRow read_item(const sql::Stmt& s, int col);
 

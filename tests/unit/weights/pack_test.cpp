@@ -157,6 +157,8 @@ TEST_CASE("corrupted pack bytes stop the run with the pack's name", "[engine][pa
     CHECK(r.status.code() == StatusCode::kCorruption);
     CHECK(r.status.message().find(kPackFile) != std::string::npos);
     CHECK(r.status.message().find("checksum") != std::string::npos);
+    // Named by its unit, as a lossless pack's block is (issue 35).
+    CHECK(r.status.message().find(": unit 0 (") != std::string::npos);
   }
 }
 

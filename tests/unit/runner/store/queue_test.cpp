@@ -99,6 +99,82 @@ TEST_CASE("a lease held by a dead process is reclaimed at once with attempts + 1
   CHECK(s->events(std::nullopt, items[0].id)->back().kind == "failed");
 }
 
+TEST_CASE("a reclaim reports the items it fails for good (issue 35, item 1)", "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  REQUIRE(s->submit(test_job("j", 1, /*max_attempts=*/1)).ok());
+  auto first = s->claim_next("host/100/5", 600, alive_all);
+  REQUIRE(*first);
+  std::vector<Reclaimed> reclaimed;
+  CHECK_FALSE(*s->claim_next("host/200/6", 600, alive_none, {}, &reclaimed));
+  REQUIRE(reclaimed.size() == 1);
+  CHECK(reclaimed[0].item_id == (*first)->item.id);
+  CHECK(reclaimed[0].job_id == (*first)->job.id);
+  CHECK(reclaimed[0].custom_id == "item-0");
+  CHECK(reclaimed[0].state == ItemState::kFailed);
+  CHECK(reclaimed[0].charged);
+  CHECK(reclaimed[0].error.find("host/100/5 died") != std::string::npos);
+}
+
+TEST_CASE("a process death charges no item of its batch; twice, they run alone, where a death "
+          "is charged (issue 35, item 2)",
+          "[runner][queue]") {
+  TempDir dir;
+  double now = 1000;
+  auto s = open_with_clock(dir.file("s.db"), now);
+  REQUIRE(s->submit(test_job("j", 3, /*max_attempts=*/1)).ok());
+  auto die_in_a_batch = [&](const std::string& owner) {
+    ClaimFilter held;
+    for (int k = 0; k < 3; ++k) {
+      auto c = s->claim_next(owner, 600, alive_all, held);
+      REQUIRE(*c);
+      held.held.insert((*c)->item.id);
+    }
+  };
+  // Two deaths of a batch of three, each taken over by the next process: nobody charged.
+  die_in_a_batch("host/100/1");
+  std::vector<Reclaimed> reclaimed;
+  auto next = s->claim_next("host/200/2", 600, alive_none, {}, &reclaimed);
+  REQUIRE(*next);
+  REQUIRE(reclaimed.size() == 3);
+  for (const Reclaimed& r : reclaimed) {
+    CHECK(r.state == ItemState::kQueued);
+    CHECK_FALSE(r.charged);
+    CHECK(r.error.find("no attempt is charged") != std::string::npos);
+  }
+  CHECK((*next)->item.attempts == 0);
+  CHECK((*next)->item.batch_deaths == 1);
+  CHECK_FALSE((*next)->alone());
+  REQUIRE(*s->release_lease((*next)->item.id, "host/200/2", "test"));
+  die_in_a_batch("host/300/3");
+  auto alone = s->claim_next("host/400/4", 600, alive_none);
+  REQUIRE(*alone);
+  CHECK((*alone)->item.attempts == 0);
+  CHECK((*alone)->item.batch_deaths == 2);
+  CHECK((*alone)->alone());
+  // Nothing joins a batch while it holds items: the other two run alone too.
+  ClaimFilter held;
+  held.held.insert((*alone)->item.id);
+  CHECK_FALSE(*s->claim_next("host/400/4", 600, alive_all, held));
+  // It dies alone: charged (max_attempts 1: failed); the others were never charged.
+  reclaimed.clear();
+  auto after = s->claim_next("host/500/5", 600, alive_none, {}, &reclaimed);
+  REQUIRE(reclaimed.size() == 1);
+  CHECK(reclaimed[0].item_id == (*alone)->item.id);
+  CHECK(reclaimed[0].charged);
+  CHECK(reclaimed[0].state == ItemState::kFailed);
+  REQUIRE(*after);
+  const std::vector<ItemRow> items = *s->items((*alone)->job.id);
+  for (const ItemRow& i : items)
+    if (i.id != (*alone)->item.id) CHECK(i.attempts == 0);
+  // retry clears the deaths with the attempts.
+  REQUIRE(*s->retry_job((*alone)->job.id) == 1);
+  const std::vector<ItemRow> retried = *s->items((*alone)->job.id);
+  for (const ItemRow& i : retried)
+    if (i.id == (*alone)->item.id) CHECK(i.batch_deaths == 0);
+}
+
 TEST_CASE("an expired lease is reclaimed, a heartbeat keeps it", "[runner][queue]") {
   TempDir dir;
   double now = 1000;
