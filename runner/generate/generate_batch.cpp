@@ -36,7 +36,8 @@ Result<std::vector<GenerationRequest>> read_prompts(const BatchGenerateArgs& a, 
   // The limits of a job's JSON Lines input: a regular file (never a FIFO or a device) of at
   // most kMaxPromptsFileBytes, each prompt's text at most a document's 16 MiB.
   std::error_code ec;
-  if (const auto size = std::filesystem::file_size(a.prompts_file, ec); !ec && size > kMaxPromptsFileBytes)
+  if (const auto size = std::filesystem::file_size(a.prompts_file, ec);
+      !ec && size > kMaxPromptsFileBytes)
     return invalid_argument(a.prompts_file + ": the prompts file is " + std::to_string(size) +
                             " bytes, more than the " + std::to_string(kMaxPromptsFileBytes >> 20) +
                             " MiB it may have");
@@ -84,7 +85,8 @@ Result<std::vector<GenerationRequest>> read_prompts(const BatchGenerateArgs& a, 
       }
     } else {
       if (!j["prompt"].is_string()) return invalid_argument(where + "'prompt' must be a string");
-      if (const size_t n = j["prompt"].get_ref<const std::string&>().size(); n > jobs::kMaxDocumentBytes)
+      const size_t n = j["prompt"].get_ref<const std::string&>().size();
+      if (n > jobs::kMaxDocumentBytes)
         return invalid_argument(where + jobs::document_too_large("'prompt'", n));
       if (!tokenizer)
         return invalid_argument(where + "a text prompt needs the model's tokenizer (tiktoken.model); give prompt_ids");

@@ -192,7 +192,8 @@ Result<bool> ClassifyRun::checkpoint_document(bool now) {
                    "failures are logged at debug level until a save succeeds)",
                    label_, bytes.status().message());
     else
-      spdlog::debug("{}: could not write a document checkpoint: {}", label_, bytes.status().message());
+      spdlog::debug("{}: could not write a document checkpoint: {}", label_,
+                    bytes.status().message());
     return true;
   }
   if (checkpoint_failures_ > 0)

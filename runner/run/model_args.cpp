@@ -142,7 +142,8 @@ Result<std::unique_ptr<Model>> open_model(const ModelArgs& args, const RunShape&
   // The plan's refusal (a budget below the minimum) is bad input; the machine's (a thread
   // it would not start) is not. Only the first fails again without opening anything.
   std::string pack_warning;
-  auto headers = open_model_headers(args.model, options->use_pack, &pack_warning, options->pack_dir);
+  auto headers =
+      open_model_headers(args.model, options->use_pack, &pack_warning, options->pack_dir);
   PlanOptions plan = options->plan;
   plan.io_threads = options->streaming.io_threads;
   if (headers.ok() && !plan_residency(*headers->layout, options->memory_bytes, plan).ok())
