@@ -385,7 +385,11 @@ std::string report_text(const std::vector<JobReport>& jobs, const ReportOptions&
   for (const JobReport* jr : order) {
     const JobReport& r = *jr;
     out += "\n";
-    out += job_title(r) + " (" + printable(r.job.kind) + "): " + r.state() + "\n";
+    if (r.homes > 1)
+      out += printf_string("job '%s' (%s) in %d homes: %s\n", printable(r.job.name).c_str(),
+                           printable(r.job.kind).c_str(), r.homes, r.state());
+    else
+      out += job_title(r) + " (" + printable(r.job.kind) + "): " + r.state() + "\n";
     out += "  model:            " + printable(r.job.model_dir) + "\n";
     out += printf_string(
         "  items:            %lld done, %lld failed, %lld cancelled, %lld queued, "

@@ -134,8 +134,9 @@ class CliEdges(unittest.TestCase):
                      "--output", "json")
         self.assertEqual(p.returncode, 0, p.stderr)
         m = json.loads(p.stdout)["model"]
-        config = json.load(open(os.path.join(MODEL, "config.json")))
-        self.assertEqual(m["vocab"], config["vocab_size"])
+        with open(os.path.join(MODEL, "config.json")) as f:
+            config = json.load(f)
+        self.assertEqual(m["vocab"], config.get("text_config", config)["vocab_size"])
         self.assertGreater(m["tensors"], 0)
         self.assertGreater(m["min_memory_bytes"], 0)
         cut = os.path.join(self.dir, "model-cut")
