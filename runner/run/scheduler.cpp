@@ -417,8 +417,9 @@ class QueueRun {
         continue;
       }
       ++summary_.failed;
-      spdlog::error("job {} item {}: failed for good: {}", r.job_id, r.custom_id, r.error);
       NJ_ASSIGN_OR_RETURN(JobSummary job, store_.job_summary(r.job_id));
+      spdlog::error("job {} ({}) item {}: failed for good: {}", r.job_id, job.job.name, r.custom_id, r.error);
+      summary_.failed_items.push_back({r.job_id, job.job.name, r.custom_id, r.error});
       ended_.emplace(r.job_id, job.job);
     }
     return finish_ended_jobs();
