@@ -299,7 +299,7 @@ class GenerateFlags(Base):
     def test_generate_memory_below_the_minimum_exits_3(self):
         for extra in ([], ["--prompts-file", self.write("p.jsonl", '{"id": "a", "prompt_ids": [1]}\n')]):
             args = ["--prompt-ids", "1"] if not extra else extra
-            p = nightjar("generate", "--model", MODEL, *args, "--memory", "1", *GEN)
+            p = nightjar("generate", "--model", MODEL, *args, "--memory", "1B", *GEN)
             self.assertEqual(p.returncode, 3, p.stderr)
             self.assertIn("--memory", p.stderr)
             self.assertIn("below the minimum", p.stderr)
