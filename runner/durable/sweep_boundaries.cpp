@@ -2,7 +2,6 @@
 #include "runner/durable/sweep_boundaries.h"
 
 #include <spdlog/spdlog.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,6 +13,7 @@
 #include "engine/io/durable.h"
 #include "engine/io/lock_file.h"
 #include "engine/ops/numerics.h"
+#include "engine/state/state_format.h"
 
 namespace nj::runner {
 namespace {
@@ -27,25 +27,17 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-template <class T>
-void put(std::string& out, T v) {
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));
-  out.append(b, sizeof(T));
-}
+using state_format::get_u32;
+using state_format::get_u64;
+using state_format::Hasher;
+using state_format::put_u32;
+using state_format::put_u64;
 
-template <class T>
-T get(const char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-
-// Hashes the sequences' shape and tokens into `s`.
-void hash_ints(XXH3_state_t* s, std::span<const int32_t> v) {
+// Hashes a run of token ids, its length first.
+void hash_ints(Hasher& h, std::span<const int32_t> v) {
   const int64_t n = static_cast<int64_t>(v.size());
-  XXH3_64bits_update(s, &n, sizeof(n));
-  XXH3_64bits_update(s, v.data(), v.size() * sizeof(int32_t));
+  h.update(&n, sizeof(n));
+  h.update(v.data(), v.size() * sizeof(int32_t));
 }
 
 std::string hex(uint64_t v) {
@@ -73,17 +65,14 @@ SweepBoundaries::SweepBoundaries(Env& env, const SweepKeeping& keeping, int64_t 
 }
 
 uint64_t SweepBoundaries::window_key(std::span<const SweepSequence> window) {
-  XXH3_state_t* s = XXH3_createState();
-  XXH3_64bits_reset(s);
+  Hasher h;
   for (const SweepSequence& q : window) {
     const int64_t head[2] = {q.parent, q.start ? q.start->position : -1};
-    XXH3_64bits_update(s, head, sizeof(head));
-    hash_ints(s, q.start ? std::span<const int32_t>(q.start->tokens) : std::span<const int32_t>());
-    hash_ints(s, q.ids);
+    h.update(head, sizeof(head));
+    hash_ints(h, q.start ? std::span<const int32_t>(q.start->tokens) : std::span<const int32_t>());
+    hash_ints(h, q.ids);
   }
-  const uint64_t key = XXH3_64bits_digest(s);
-  XXH3_freeState(s);
-  return key;
+  return h.digest();
 }
 
 std::string SweepBoundaries::path(int64_t job_id, uint64_t window_key) {
@@ -112,12 +101,12 @@ Status SweepBoundaries::load(SweepBoundary& b) {
   char head[kHeaderBytes];
   NJ_RETURN_IF_ERROR(file->read_at(0, head, kHeaderBytes));
   if (std::memcmp(head, kMagic, sizeof(kMagic)) != 0) return corruption("it is not a sweep boundary file");
-  if (get<uint32_t>(head + 8) != kFormat) return corruption("format " + std::to_string(get<uint32_t>(head + 8)));
-  if (get<uint32_t>(head + 12) != kNumericsVersion) return failed_precondition("another numerics version");
-  if (get<uint64_t>(head + 16) != keeping_.model_fingerprint) return failed_precondition("another model");
-  if (get<uint64_t>(head + 24) != key_) return failed_precondition("another window");
-  const auto layer = get<uint32_t>(head + 32), rows = get<uint32_t>(head + 36), hidden = get<uint32_t>(head + 40),
-             banked = get<uint32_t>(head + 44);
+  if (get_u32(head + 8) != kFormat) return corruption("format " + std::to_string(get_u32(head + 8)));
+  if (get_u32(head + 12) != kNumericsVersion) return failed_precondition("another numerics version");
+  if (get_u64(head + 16) != keeping_.model_fingerprint) return failed_precondition("another model");
+  if (get_u64(head + 24) != key_) return failed_precondition("another window");
+  const uint32_t layer = get_u32(head + 32), rows = get_u32(head + 36), hidden = get_u32(head + 40),
+                 banked = get_u32(head + 44);
   if (rows != static_cast<uint32_t>(b.rows) || hidden != static_cast<uint32_t>(b.hidden))
     return corruption("its rows or width differ from the window's");
   SweepBoundary in = b;
@@ -126,27 +115,24 @@ Status SweepBoundaries::load(SweepBoundary& b) {
   const uint64_t floats = static_cast<uint64_t>(rows) * hidden * (1 + static_cast<uint64_t>(banked));
   if (banked > 4096 || file->size() != kHeaderBytes + floats * 4 + 8)
     return corruption("its size does not match its header");
-  XXH3_state_t* s = XXH3_createState();
-  XXH3_64bits_reset(s);
-  XXH3_64bits_update(s, head, kHeaderBytes);
+  Hasher sum;
+  sum.update(head, kHeaderBytes);
   uint64_t at = kHeaderBytes;
   Status st = each_run(in, [&](float* dst, size_t n) -> Status {
     auto* p = reinterpret_cast<char*>(dst);
     for (size_t done = 0, bytes = n * sizeof(float); done < bytes;) {
       const size_t k = std::min(kPiece, bytes - done);
       NJ_RETURN_IF_ERROR(file->read_at(at, p + done, k));
-      XXH3_64bits_update(s, p + done, k);
+      sum.update(p + done, k);
       done += k;
       at += k;
     }
     return Status();
   });
-  const uint64_t digest = XXH3_64bits_digest(s);
-  XXH3_freeState(s);
   NJ_RETURN_IF_ERROR(st);
   char tail[8];
   NJ_RETURN_IF_ERROR(file->read_at(at, tail, 8));
-  if (get<uint64_t>(tail) != digest) return corruption("its checksum does not match");
+  if (get_u64(tail) != sum.digest()) return corruption("its checksum does not match");
   b.layer = in.layer;
   b.banked = in.banked;
   return Status();
@@ -169,32 +155,30 @@ Status SweepBoundaries::save(const SweepBoundary& b) {
   NJ_RETURN_IF_ERROR(make_directory(keeping_.home_dir + "/checkpoints", "the checkpoint directory"));
   std::string head;
   head.append(kMagic, sizeof(kMagic));
-  put<uint32_t>(head, kFormat);
-  put<uint32_t>(head, kNumericsVersion);
-  put<uint64_t>(head, keeping_.model_fingerprint);
-  put<uint64_t>(head, key_);
-  for (int v : {b.layer, b.rows, b.hidden, b.banked}) put<uint32_t>(head, static_cast<uint32_t>(v));
+  put_u32(head, kFormat);
+  put_u32(head, kNumericsVersion);
+  put_u64(head, keeping_.model_fingerprint);
+  put_u64(head, key_);
+  for (int v : {b.layer, b.rows, b.hidden, b.banked}) put_u32(head, static_cast<uint32_t>(v));
   uint64_t bytes = 0;
   NJ_RETURN_IF_ERROR(write_file_durably(env_, path_, [&](WritableFile& f) -> Status {
-    XXH3_state_t* s = XXH3_createState();
-    XXH3_64bits_reset(s);
-    XXH3_64bits_update(s, head.data(), head.size());
+    Hasher sum;
+    sum.update(head);
     Status st = f.append(head);
     if (st.ok())
       st = each_run(b, [&](const float* src, size_t n) -> Status {
         const char* p = reinterpret_cast<const char*>(src);
         for (size_t done = 0, total = n * sizeof(float); done < total;) {
           const size_t k = std::min(kPiece, total - done);
-          XXH3_64bits_update(s, p + done, k);
+          sum.update(p + done, k);
           NJ_RETURN_IF_ERROR(f.append(std::string_view(p + done, k)));
           done += k;
         }
         return Status();
       });
-    std::string tail;
-    put<uint64_t>(tail, XXH3_64bits_digest(s));
-    XXH3_freeState(s);
     NJ_RETURN_IF_ERROR(st);
+    std::string tail;
+    put_u64(tail, sum.digest());
     bytes = head.size() + static_cast<uint64_t>(b.rows) * static_cast<uint64_t>(b.hidden) *
                               (1 + static_cast<uint64_t>(b.banked)) * 4 + tail.size();
     return f.append(tail);

@@ -26,19 +26,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--bandwidth GBps] [--until HH:MM] [--docs N] [--tokens N]" >&2; exit 2 ;;
   esac
 done
-nj=${NIGHTJAR_BIN:-build/runner/nightjar}
-[ -x "$nj" ] || { echo "build first: $nj is missing" >&2; exit 1; }
-sparse=build/bench-models/k3-sparse
-model=build/bench-models/k3-plan
-if [ ! -f "$sparse/config.json" ]; then
-  mkdir -p "$(dirname "$sparse")"
-  /usr/bin/python3 ../shared/tools/make_sparse_k3.py --out "$sparse"
-fi
-if [ ! -f "$model/tiktoken.model" ]; then
-  mkdir -p "$model"
-  for f in "$sparse"/*; do ln -sf "$(realpath "$f")" "$model/"; done
-  /usr/bin/python3 tests/reference/k3_tokenizer_gen.py "$model" > /dev/null
-fi
+. tests/bench/k3_layout.sh  # nj, model
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 - "$nj" "$model" "$work" "$docs" "$tokens" <<'PY'

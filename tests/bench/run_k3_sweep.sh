@@ -6,17 +6,5 @@
 #   tests/bench/run_k3_sweep.sh [k3_sweep.py options, e.g. --no-baseline --memory 8GiB]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-nj=${NIGHTJAR_BIN:-build/runner/nightjar}
-[ -x "$nj" ] || { echo "build first: $nj is missing" >&2; exit 1; }
-sparse=build/bench-models/k3-sparse
-model=build/bench-models/k3-plan
-if [ ! -f "$sparse/config.json" ]; then
-  mkdir -p "$(dirname "$sparse")"
-  /usr/bin/python3 ../shared/tools/make_sparse_k3.py --out "$sparse"
-fi
-if [ ! -f "$model/tiktoken.model" ]; then
-  mkdir -p "$model"
-  for f in "$sparse"/*; do ln -sf "$(realpath "$f")" "$model/"; done
-  /usr/bin/python3 tests/reference/k3_tokenizer_gen.py "$model" > /dev/null
-fi
+. tests/bench/k3_layout.sh  # nj, model
 exec /usr/bin/python3 tests/bench/k3_sweep.py --bin "$nj" --model "$model" "$@"

@@ -13,30 +13,19 @@ import time
 import unittest
 
 import njtest
+from test_sweep import DOCS, LABELS, answer  # the same triage window as cli_sweep
 
 ARGS = None
 WORK = MODEL = None
 # A boundary at every layer (--checkpoint-seconds 0.001), one thread (slower sweeps: more instants
 # inside them), all documents in one window unless a life says otherwise.
 RUN = ["--drain", "--schedule", "sweep", "--threads", "1", "--checkpoint-seconds", "0.001", "--log-seconds", "1000"]
-LABELS = ["billing", "bug", "feature request", "feature idea", "question"]
-DOCS = ["I was charged twice for my March subscription.",
-        "The app crashes when I open the settings page.",
-        "Please add a dark mode to the dashboard.",
-        "What are your opening hours on holidays?",
-        "My invoice shows the wrong company address.",
-        "Sync fails with error 504 since this morning, and the export button is greyed out too."]
 
 
 def setUpModule():
     global WORK, MODEL
     WORK = njtest.scratch_dir("sweep-crash-")
     MODEL = njtest.make_model(os.path.join(WORK, "model-demo"), preset="demo")
-
-
-def answer(r):
-    return (r["custom_id"], r["status"], r["details"]["label"], r["details"]["probabilities"],
-            r["details"]["margin"], r["output_ids"])
 
 
 def layers():
