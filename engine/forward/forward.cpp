@@ -202,10 +202,8 @@ Status Forward::run(std::span<SeqStep> steps) {
     finish_layer(c, rows);
   }
 
-  // h = attn_res(blocks + [h]); logits = lm_head(RMSNorm(h, norm)) for the wanted rows
-  auto head = timed([&] { return src.head(); });
-  if (!head.ok()) return head.status();
-  const HeadWeights& hw = **head;
+  // h = attn_res(blocks + [h]); logits = lm_head(RMSNorm(h, norm)) for the wanted rows, a
+  // part of lm_head's rows at a time when the head is streamed in parts
   std::vector<int> wanted;
   for (size_t i = 0; i < steps.size(); ++i) {
     const int n = static_cast<int>(steps[i].ids.size());
@@ -213,9 +211,14 @@ Status Forward::run(std::span<SeqStep> steps) {
     for (int t = row0[i] + first; t < row0[i] + n; ++t) wanted.push_back(t);
   }
   const int lr = static_cast<int>(wanted.size());
-  head_input(c, hw, rows, wanted, a.tmp.data(), a.head_in.data());
   const size_t vocab = static_cast<size_t>(c.vocab);
-  ops::matmul(hw.lm_head, a.head_in.data(), lr, hs, a.logits.data(), vocab);
+  for (int part = 0; part < src.head_parts(); ++part) {
+    auto head = timed([&] { return src.head(part); });
+    if (!head.ok()) return head.status();
+    const HeadWeights& hw = **head;
+    if (part == 0) head_input(c, hw, rows, wanted, a.tmp.data(), a.head_in.data());
+    ops::matmul(hw.lm_head, a.head_in.data(), lr, hs, a.logits.data() + hw.first_row, vocab);
+  }
   src.end_step();
   // NaN or infinity (weights or a config value out of range) would be sampled as garbage all
   // night; the scan costs nothing next to the pass. Before any state moves.

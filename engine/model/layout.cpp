@@ -2,6 +2,8 @@
 #include "engine/model/layout.h"
 
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 #include "engine/io/file.h"
 
@@ -324,6 +326,50 @@ std::vector<TensorSlot*> trunk_slots(LayerLayout& L) {
 
 std::vector<TensorSlot*> head_slots(HeadLayout& h) { return {&h.norm, &h.out_res_norm, &h.out_res_proj, &h.lm_head}; }
 
+namespace {
+
+// lm_head's rows of part k of n: near-equal, the first `vocab % n` parts one row longer.
+std::pair<int, int> part_rows(int vocab, int n, int k) {
+  const int base = vocab / n, extra = vocab % n;
+  return {k * base + std::min(k, extra), base + (k < extra ? 1 : 0)};
+}
+
+}  // namespace
+
+std::vector<HeadPart> split_head(const HeadLayout& head, const TensorIndex& index, int parts) {
+  const TensorInfo& whole = *head.lm_head.info;
+  const int vocab = head.lm_head.rows;
+  const uint64_t row_bytes = whole.nbytes / static_cast<uint64_t>(vocab);
+  std::vector<HeadPart> out(static_cast<size_t>(parts));
+  for (int k = 0; k < parts; ++k) {
+    HeadPart& p = out[static_cast<size_t>(k)];
+    std::tie(p.first_row, p.rows) = part_rows(vocab, parts, k);
+    auto info = std::make_shared<TensorInfo>(whole);
+    info->offset = whole.offset + static_cast<uint64_t>(p.first_row) * row_bytes;
+    info->nbytes = static_cast<uint64_t>(p.rows) * row_bytes;
+    info->shape[0] = static_cast<uint32_t>(p.rows);
+    p.layout = head;
+    if (k > 0) p.layout.norm = p.layout.out_res_norm = p.layout.out_res_proj = TensorSlot{};
+    p.layout.lm_head.info = info.get();
+    p.layout.lm_head.rows = p.rows;
+    p.lm_head = std::move(info);
+    p.layout.unit = plan_unit(index, head_slots(p.layout));
+  }
+  return out;
+}
+
+uint64_t head_part_buffer_bound(const HeadLayout& head, int parts) {
+  // Each tensor's aligned range spans at most its bytes plus one alignment block on each side.
+  auto bound = [](uint64_t bytes) { return align_up(bytes, kDirectAlign) + 2 * kDirectAlign; };
+  const TensorInfo& lm = *head.lm_head.info;
+  const int vocab = head.lm_head.rows;
+  const uint64_t rows = static_cast<uint64_t>(part_rows(vocab, parts, 0).second);
+  uint64_t bytes = bound(rows * (lm.nbytes / static_cast<uint64_t>(vocab)));
+  for (const TensorSlot* s : {&head.norm, &head.out_res_norm, &head.out_res_proj})
+    if (s->info) bytes += bound(s->info->nbytes);
+  return bytes;
+}
+
 std::vector<std::string> ModelLayout::file_paths(const TensorIndex& index) const {
   std::vector<std::string> paths;
   for (const auto& f : index.files()) paths.push_back(f.path);
@@ -413,8 +459,10 @@ HeadWeights materialize_head(const ModelConfig& c, const HeadLayout& l, const ui
   VectorArena a;
   a.reserve(2 * hid);
   a.allocate(&h.owned);
-  h.norm = a.widen(l.norm, buf, hid);
-  h.out_res = a.fold(l.out_res_norm, l.out_res_proj, buf, hid);
+  if (l.norm.info) {  // absent in the parts of a split head after the first
+    h.norm = a.widen(l.norm, buf, hid);
+    h.out_res = a.fold(l.out_res_norm, l.out_res_proj, buf, hid);
+  }
   h.lm_head = mat(l.lm_head, buf);
   return h;
 }

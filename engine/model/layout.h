@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,23 @@ class ModelLayout {
   uint64_t expert_bytes_ = 0;
   std::vector<std::string> extra_files_;
 };
+
+// A part of the head read on its own: lm_head's rows [first_row, first_row + rows) as a unit,
+// part 0 with the final norms. A streamed head larger than a ring slot (a layer) is read in
+// parts (planner.h), so that the ring's slots need only hold a layer.
+struct HeadPart {
+  HeadLayout layout;  // absent slots (info nullptr) for the norms of parts after the first
+  int first_row = 0;
+  int rows = 0;
+  std::shared_ptr<const TensorInfo> lm_head;  // the part's rows of lm_head (layout points here)
+};
+
+// The head in `parts` parts of near-equal rows (1: the whole head, as one part).
+// REQUIRES: 1 <= parts <= vocab; a head read from its tensors (no lossless blocks).
+std::vector<HeadPart> split_head(const HeadLayout& head, const TensorIndex& index, int parts);
+
+// A bound on the buffer of each part of split_head(head, ., parts), for the planner.
+uint64_t head_part_buffer_bound(const HeadLayout& head, int parts);
 
 // The tensor slots of a trunk unit (present and absent optional ones alike).
 std::vector<TensorSlot*> trunk_slots(LayerLayout& l);

@@ -77,9 +77,10 @@ struct ExpertWeights {
 };
 
 struct HeadWeights {
-  const float* norm = nullptr;     // [hidden]
+  const float* norm = nullptr;     // [hidden]; nullptr in a split head's parts after the first
   const float* out_res = nullptr;  // [hidden] output_attn_res_norm ⊙ output_attn_res_proj
-  MatRef lm_head;                  // [vocab][hidden]
+  MatRef lm_head;                  // [vocab][hidden], or a part's rows of it
+  int first_row = 0;               // a part of a split head: its first row (vocab id)
   std::vector<float> owned;
 };
 

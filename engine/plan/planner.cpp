@@ -28,6 +28,7 @@ struct Unit {
   uint64_t buffer_bytes;   // memory to hold it
   uint64_t read_bytes;     // bytes read to stream it
   uint64_t decoded_bytes;  // lossless units: bytes decoded per use (0 otherwise)
+  uint64_t ring_bytes;     // a ring slot for it when streamed (the head: one of its parts)
 };
 
 uint64_t decoded_bytes(const UnitLayout& u) {
@@ -46,7 +47,30 @@ uint64_t staging_bytes(const ModelLayout& layout, int io_threads) {
   return static_cast<uint64_t>(std::max(1, io_threads)) * staging_buffer_bytes(largest);
 }
 
+uint64_t largest_layer_buffer(const ModelLayout& layout) {
+  uint64_t largest = 0;
+  for (int l = 0; l < layout.config().layers; ++l)
+    largest = std::max(largest, layout.layer(l).unit.buffer_bytes);
+  return largest;
+}
+
 }  // namespace
+
+int streamed_head_parts(const ModelLayout& layout) {
+  const HeadLayout& h = layout.head();
+  const uint64_t layer = largest_layer_buffer(layout);
+  if (!h.unit.blocks.empty() || h.unit.verify || h.unit.buffer_bytes <= layer) return 1;
+  const int most = std::min(h.lm_head.rows, kMaxHeadParts);
+  int n = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(most),
+                                              (h.unit.buffer_bytes + layer - 1) / std::max<uint64_t>(layer, 1)));
+  while (n < most && head_part_buffer_bound(h, n) > layer) ++n;
+  return std::max(1, n);
+}
+
+uint64_t streamed_head_slot_bytes(const ModelLayout& layout) {
+  const int n = streamed_head_parts(layout);
+  return n == 1 ? layout.head().unit.buffer_bytes : head_part_buffer_bound(layout.head(), n);
+}
 
 uint64_t sequence_state_bytes(const ModelConfig& c, int max_context) {
   const uint64_t P = static_cast<uint64_t>(c.kda_width()),
@@ -108,7 +132,7 @@ struct WeightMinimum {
 WeightMinimum weight_minimum(const ModelLayout& layout, const PlanOptions& o) {
   const ModelConfig& c = layout.config();
   WeightMinimum m;
-  m.largest_unit = layout.head().unit.buffer_bytes;
+  m.largest_unit = streamed_head_slot_bytes(layout);
   bool any_moe = false;
   for (int l = 0; l < c.layers; ++l) {
     m.largest_unit = std::max(m.largest_unit, layout.layer(l).unit.buffer_bytes);
@@ -215,7 +239,8 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
   std::vector<Unit> units;
   for (int l = 0; l <= c.layers; ++l) {
     const UnitLayout& u = l == c.layers ? layout.head().unit : layout.layer(l).unit;
-    units.push_back({l, u.buffer_bytes, read_bytes(u), decoded_bytes(u)});
+    units.push_back({l, u.buffer_bytes, read_bytes(u), decoded_bytes(u),
+                     l == c.layers ? streamed_head_slot_bytes(layout) : u.buffer_bytes});
   }
   const bool lossless =
       std::any_of(units.begin(), units.end(), [](const Unit& u) { return u.decoded_bytes > 0; });
@@ -241,7 +266,7 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
   auto ring_for = [&](const std::vector<bool>& pinned) {
     uint64_t m = 0;
     for (const Unit& u : units)
-      if (!pinned[static_cast<size_t>(u.id)]) m = std::max(m, u.buffer_bytes);
+      if (!pinned[static_cast<size_t>(u.id)]) m = std::max(m, u.ring_bytes);
     return m;
   };
   auto pinned_sum = [&](const std::vector<bool>& pinned) {
@@ -341,6 +366,7 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
     const uint64_t ring = ring_for(p.pinned);
     p.ring_slots = ring ? ring_slots : 0;
     p.ring_slot_bytes = ring;
+    if (!p.pinned.back()) p.head_parts = streamed_head_parts(layout);
   }
   p.pinned_bytes = pinned_sum(p.pinned);
   p.held_bytes = held_sum(p.held);

@@ -10,7 +10,9 @@
 //   1. the minimum: the batch's sequence states and the activations of its largest pass, a
 //      ring of two buffers the size of the largest trunk unit (the next unit is read while
 //      one computes) and two expert buffers (one reads while one computes): below it the
-//      disk would sit idle;
+//      disk would sit idle. A streamed head larger than the largest layer (K3's lm_head is
+//      1.9x its largest layer) is read in parts of lm_head's rows no larger than a layer
+//      (streamed_head_parts), so that the ring's slots hold a layer, not the head;
 //   2. more expert buffers, up to the experts one decode step of the batch needs
 //      (min(E, batch x top_k)), so that a layer's misses are all read at once;
 //   3. trunk units kept in memory: pinned (decoded), or, from a lossless pack, held as
@@ -86,6 +88,13 @@ struct PlanOptions {
   // routing (hit rate = slots / num_experts), which real routers usually beat.
   const RoutingProfile* routing = nullptr;
 };
+
+// The head read in parts no larger than the largest layer's buffer when it is streamed
+// (layout.h, split_head): 1 when it is no larger, or packed (read and checked whole).
+inline constexpr int kMaxHeadParts = 64;
+int streamed_head_parts(const ModelLayout& layout);
+// A ring slot for one part of the streamed head (its whole buffer with one part).
+uint64_t streamed_head_slot_bytes(const ModelLayout& layout);
 
 // Bytes of sequence state (KDA S + conv history, MLA cache at max_context, last logits).
 uint64_t sequence_state_bytes(const ModelConfig& c, int max_context);

@@ -43,9 +43,6 @@ ActivationShape chunk_shape(const SweepShape& s) {
                          std::max(1, s.max_context), 1, 0, 0, kDefaultKdaRollback};
 }
 
-// Rows of the head computed at once: bounded like the attention half's chunks.
-int head_rows(const SweepShape& s) { return std::max(1, std::min(s.logits_rows, s.chunk_rows)); }
-
 }  // namespace
 
 uint64_t sweep_activation_bytes(const ModelConfig& c, const SweepShape& s) {
@@ -53,8 +50,11 @@ uint64_t sweep_activation_bytes(const ModelConfig& c, const SweepShape& s) {
   uint64_t bytes = 0;
   visit_window(none, c, static_cast<size_t>(std::max(1, s.rows)), static_cast<size_t>(std::max(1, s.chunk_rows)),
                [&](auto& buf, size_t n) { bytes += n * sizeof(buf[0]); });
-  const uint64_t head = static_cast<uint64_t>(head_rows(s)) *
-                        (2 * static_cast<uint64_t>(c.hidden) + static_cast<uint64_t>(c.vocab)) *
+  // The head: the wanted rows' inputs and logits (the logits are the caller's answer, so
+  // bounded by what it asks for), and one row of scratch.
+  const uint64_t head = (static_cast<uint64_t>(std::max(1, s.logits_rows)) *
+                             (static_cast<uint64_t>(c.hidden) + static_cast<uint64_t>(c.vocab)) +
+                         static_cast<uint64_t>(c.hidden)) *
                         sizeof(float);
   return bytes + activation_bytes(c, chunk_shape(s)) + head;
 }
@@ -228,19 +228,23 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
     }
   }
 
-  // logits = lm_head(RMSNorm(attn_res(blocks + [h]), norm)) for the wanted rows, a chunk at a time
-  auto head = timed([&] { return src.head(); });
-  if (!head.ok()) return head.status();
-  const HeadWeights& hw = **head;
+  // logits = lm_head(RMSNorm(attn_res(blocks + [h]), norm)) for the wanted rows: their inputs
+  // first (the norms are in the head's first part), then each part of lm_head's rows over them
   std::vector<float> logits(wanted.size() * vocab);
   {
-    const int hr = head_rows(shape);
-    std::vector<float> tmp(static_cast<size_t>(hr) * hs), head_in(static_cast<size_t>(hr) * hs);
-    for (size_t k = 0; k < wanted.size(); k += static_cast<size_t>(hr)) {
-      const size_t n = std::min(wanted.size() - k, static_cast<size_t>(hr));
-      const std::span<const int> rows(wanted.data() + k, n);
-      head_input(c, hw, all, rows, tmp.data(), head_in.data());
-      ops::matmul(hw.lm_head, head_in.data(), static_cast<int>(n), hs, logits.data() + k * vocab, vocab);
+    std::vector<float> head_in(wanted.size() * hs), tmp(hs);
+    for (int part = 0; part < src.head_parts(); ++part) {
+      auto head = timed([&] { return src.head(part); });
+      if (!head.ok()) return head.status();
+      const HeadWeights& hw = **head;
+      if (part == 0)
+        for (size_t k = 0; k < wanted.size(); ++k)
+          head_input(c, hw, all, std::span<const int>(wanted.data() + k, 1), tmp.data(), head_in.data() + k * hs);
+      for (size_t k = 0; k < wanted.size(); k += static_cast<size_t>(shape.chunk_rows)) {
+        const size_t n = std::min(wanted.size() - k, static_cast<size_t>(shape.chunk_rows));
+        ops::matmul(hw.lm_head, head_in.data() + k * hs, static_cast<int>(n), hs,
+                    logits.data() + k * vocab + static_cast<size_t>(hw.first_row), vocab);
+      }
     }
   }
   src.end_step();

@@ -24,6 +24,7 @@ nlohmann::json ResidencyPlan::to_json() const {
   j["head_held"] = !held.empty() && held.back();
   j["ring_slots"] = ring_slots;
   j["ring_slot_bytes"] = ring_slot_bytes;
+  j["head_parts"] = head_parts;
   j["expert_buffers"] = expert_buffers;
   j["expert_buffer_bytes"] = expert_buffer_bytes;
   j["expert_cache_slots"] = expert_cache_slots;
@@ -74,7 +75,9 @@ std::string ResidencyPlan::to_text() const {
   if (held_bytes)
     o << "held compressed     " << nheld << " layers" << (held.back() ? ", and the head" : "")
       << " (" << format_bytes(held_bytes) << ", decoded on each use)\n";
-  o << "trunk ring          " << ring_slots << " x " << format_bytes(ring_slot_bytes) << "\n";
+  o << "trunk ring          " << ring_slots << " x " << format_bytes(ring_slot_bytes);
+  if (head_parts > 1) o << " (the head read in " << head_parts << " parts)";
+  o << "\n";
   if (staging_bytes) o << "block staging       " << format_bytes(staging_bytes) << "\n";
   const int cached = std::accumulate(expert_cache_slots.begin(), expert_cache_slots.end(), 0);
   o << "expert buffers      " << expert_buffers << " x " << format_bytes(expert_buffer_bytes)

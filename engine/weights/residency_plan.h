@@ -21,7 +21,8 @@ struct ResidencyPlan {
   std::vector<bool> pinned;      // [layers + 1]: decoded bytes kept in memory
   std::vector<bool> held;        // [layers + 1]: stored (lossless) bytes kept, decoded on use
   int ring_slots = 0;            // buffers for streamed trunk units (0 when all are pinned)
-  uint64_t ring_slot_bytes = 0;  // the largest streamed unit
+  uint64_t ring_slot_bytes = 0;  // the largest streamed unit (of the head: one part)
+  int head_parts = 1;            // a streamed head is read in this many parts (layout.h)
 
   int expert_buffers = 0;  // staging + cache: buffers of one expert each
   uint64_t expert_buffer_bytes = 0;

@@ -108,7 +108,7 @@ Result<std::shared_ptr<const ExpertWeights>> ResidentSource::expert(int l, int e
   return experts_[static_cast<size_t>(l)][static_cast<size_t>(e)];
 }
 
-Result<std::shared_ptr<const HeadWeights>> ResidentSource::head() {
+Result<std::shared_ptr<const HeadWeights>> ResidentSource::head(int /*part*/) {
   return head_;
 }
 

@@ -29,7 +29,7 @@ class ResidentSource final : public WeightSource {
   const ModelLayout& layout() const override { return layout_; }
   Result<std::shared_ptr<const LayerWeights>> layer(int l) override;
   Result<std::shared_ptr<const ExpertWeights>> expert(int l, int e) override;
-  Result<std::shared_ptr<const HeadWeights>> head() override;
+  Result<std::shared_ptr<const HeadWeights>> head(int part) override;
   Status embed(std::span<const int32_t> ids, float* out) override;
   WeightStats stats() const override { return stats_; }
 

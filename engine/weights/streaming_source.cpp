@@ -41,7 +41,10 @@ StreamingSource::~StreamingSource() {
 }
 
 const UnitLayout& StreamingSource::unit_layout(int u) const {
-  return u == layout_.config().layers ? layout_.head().unit : layout_.layer(u).unit;
+  const int layers = layout_.config().layers;
+  if (u < layers) return layout_.layer(u).unit;
+  return head_parts_ > 1 ? head_part_layouts_[static_cast<size_t>(u - layers)].layout.unit
+                         : layout_.head().unit;
 }
 
 std::shared_ptr<ReadTicket> StreamingSource::read_trunk_async(int unit, uint8_t* buffer,
@@ -123,9 +126,9 @@ Status StreamingSource::consume_block(const UnitLayout& u, size_t k,
 }
 
 void StreamingSource::count_unit_read_locked(int u) {
-  if (held_buf_[static_cast<size_t>(u)].size()) return;  // decoded from RAM: nothing read
+  if (held_buf_[static_cast<size_t>(plan_unit(u))].size()) return;  // decoded from RAM
   const UnitLayout& ul = unit_layout(u);
-  (u == layout_.config().layers ? stats_.head_bytes_read : stats_.trunk_bytes_read) +=
+  (u >= layout_.config().layers ? stats_.head_bytes_read : stats_.trunk_bytes_read) +=
       unit_bytes_read(ul);
   stats_.trunk_raw_bytes += ul.tensor_bytes;
 }
@@ -141,6 +144,14 @@ Result<std::unique_ptr<StreamingSource>> StreamingSource::open(const TensorIndex
   }
   const ModelConfig& c = layout.config();
   const int n = s->units();
+  if (plan.head_parts > 1) {  // the planner splits only a streamed head read from its tensors
+    s->head_parts_ = plan.head_parts;
+    s->head_part_layouts_ = split_head(layout.head(), index, plan.head_parts);
+    for (const HeadPart& part : s->head_part_layouts_)
+      if (plan.pinned.back() || part.layout.unit.buffer_bytes > plan.ring_slot_bytes)
+        return internal_error("the head's part of " + std::to_string(part.layout.unit.buffer_bytes) +
+                              " bytes does not fit a ring slot of " + std::to_string(plan.ring_slot_bytes));
+  }
   // Lossless units: a staging buffer per I/O thread for the longest run of stored blocks
   // (the planner counts the same, planner.cpp), and the
   // stored runs of the units the plan holds compressed (their blocks checked now).
@@ -222,19 +233,19 @@ Status StreamingSource::await(const std::shared_ptr<ReadTicket>& ticket) {
 // Packed units are checked once per process (pack.h).
 Status StreamingSource::verify_locked(int u, const uint8_t* bytes) {
   const UnitLayout& ul = unit_layout(u);
-  if (!ul.verify || verified_[static_cast<size_t>(u)]) return Status();
+  if (!ul.verify || verified_[static_cast<size_t>(plan_unit(u))]) return Status();
   NJ_RETURN_IF_ERROR(verify_unit(ul, bytes, files_[ul.extents[0].file]->path()));
-  verified_[static_cast<size_t>(u)] = true;
+  verified_[static_cast<size_t>(plan_unit(u))] = true;
   return Status();
 }
 
 // --- trunk ring ---
 
 int StreamingSource::next_streamed(int u) const {
-  const int n = units();
+  const int n = ring_units();
   for (int i = 1; i <= n; ++i) {
     const int v = (u + i) % n;
-    if (!plan_.pinned[static_cast<size_t>(v)]) return v;
+    if (!pinned(v)) return v;
   }
   return -1;
 }
@@ -294,7 +305,7 @@ void StreamingSource::prefetch_after_locked(int u) {
 
 bool StreamingSource::can_read_ahead(int u) const {
   const UnitLayout& ul = unit_layout(u);
-  return !ul.blocks.empty() && !held_buf_[static_cast<size_t>(u)].size();
+  return !ul.blocks.empty() && !held_buf_[static_cast<size_t>(plan_unit(u))].size();
 }
 
 bool StreamingSource::writing_locked(const TrunkSlot& slot) {
@@ -374,9 +385,16 @@ Result<int> StreamingSource::acquire_unit(int u) {
       return v;
     }
   }
-  if (u == c.layers && !slot.head_view) {
-    slot.head_view =
-        std::make_shared<HeadWeights>(materialize_head(c, layout_.head(), slot.buf.data()));
+  if (u >= c.layers && !slot.head_view) {
+    auto head = std::make_shared<HeadWeights>();
+    if (head_parts_ > 1) {
+      const HeadPart& part = head_part_layouts_[static_cast<size_t>(u - c.layers)];
+      *head = materialize_head(c, part.layout, slot.buf.data());
+      head->first_row = part.first_row;
+    } else {
+      *head = materialize_head(c, layout_.head(), slot.buf.data());
+    }
+    slot.head_view = std::move(head);
     count_unit_read_locked(u);
   } else if (u < c.layers && !slot.layer_view) {
     slot.layer_view =
@@ -405,9 +423,9 @@ Result<std::shared_ptr<const LayerWeights>> StreamingSource::layer(int l) {
       view.get(), [this, slot, view](const LayerWeights*) { release_unit(slot); });
 }
 
-Result<std::shared_ptr<const HeadWeights>> StreamingSource::head() {
-  const int u = layout_.config().layers;
-  if (plan_.pinned[static_cast<size_t>(u)]) return pinned_head_;
+Result<std::shared_ptr<const HeadWeights>> StreamingSource::head(int part) {
+  const int u = layout_.config().layers + part;
+  if (pinned(u)) return pinned_head_;
   NJ_ASSIGN_OR_RETURN(int slot, acquire_unit(u));
   std::shared_ptr<const HeadWeights> view = ring_[static_cast<size_t>(slot)].head_view;
   return std::shared_ptr<const HeadWeights>(

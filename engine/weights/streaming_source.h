@@ -2,7 +2,8 @@
 //
 // It follows a ResidencyPlan: pinned trunk units are read once at open; the others cycle
 // through a ring of buffers in the order the forward pass uses them (layers 0..L-1, the
-// head, then layer 0 of the next pass), the next unit always being read while the current
+// head (in parts when it is larger than a layer: ResidencyPlan::head_parts), then layer 0 of
+// the next pass), the next unit always being read while the current
 // one computes. Routed experts come from an ExpertCache (engine/moe/expert_cache.h): a pool
 // of one-expert buffers read when the router announces them, of which each layer keeps up
 // to its planned number of idle experts. Reads go
@@ -62,7 +63,8 @@ class StreamingSource final : public WeightSource {
   // Half the expert pool (at least one): the other half keeps reading ahead.
   int expert_hold_limit() const override;
   bool expert_ready(int l, int e) const override;
-  Result<std::shared_ptr<const HeadWeights>> head() override;
+  int head_parts() const override { return head_parts_; }
+  Result<std::shared_ptr<const HeadWeights>> head(int part) override;
   Status embed(std::span<const int32_t> ids, float* out) override;
   void will_need_layer(int l) override;
   void will_need_experts(int l, std::span<const int> experts) override;
@@ -71,7 +73,7 @@ class StreamingSource final : public WeightSource {
  private:
   struct TrunkSlot {
     AlignedBuffer buf;
-    int unit = -1;  // layer, or layers() for the head; -1 empty
+    int unit = -1;  // layer, or layers() + k for part k of the head; -1 empty
     std::shared_ptr<ReadTicket> ticket;
     std::shared_ptr<const LayerWeights> layer_view;
     std::shared_ptr<const HeadWeights> head_view;
@@ -84,7 +86,13 @@ class StreamingSource final : public WeightSource {
   };
   StreamingSource(const TensorIndex& index, const ModelLayout& layout, const ResidencyPlan& plan,
                   StreamingOptions options);
+  // The plan's trunk units: the layers and the head.
   int units() const { return static_cast<int>(plan_.pinned.size()); }
+  // What the ring cycles through: the layers and the head's parts. Ring unit u is the plan's
+  // unit plan_unit(u).
+  int ring_units() const { return layout_.config().layers + head_parts_; }
+  int plan_unit(int u) const { return std::min(u, layout_.config().layers); }
+  bool pinned(int u) const { return plan_.pinned[static_cast<size_t>(plan_unit(u))]; }
   const UnitLayout& unit_layout(int u) const;
   // `traced_unit` != -1: its reads go on the timeline (if any) under that unit.
   // With a `gate` (a lossless unit from disk only), its blocks decode into the gate's
@@ -133,6 +141,8 @@ class StreamingSource final : public WeightSource {
   std::vector<AlignedBuffer> pinned_buf_;  // [units]; empty when streamed
   std::vector<std::shared_ptr<const LayerWeights>> pinned_layer_;
   std::shared_ptr<const HeadWeights> pinned_head_;
+  int head_parts_ = 1;
+  std::vector<HeadPart> head_part_layouts_;  // with head_parts_ > 1
   std::vector<TrunkSlot> ring_;
   std::unique_ptr<ExpertCache> experts_;
   std::vector<bool> verified_;           // [units]: packed unit checked in this process

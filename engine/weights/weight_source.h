@@ -53,8 +53,11 @@ class WeightSource {
   virtual int expert_hold_limit() const { return std::numeric_limits<int>::max(); }
   // Whether expert(l, e) would return without waiting for a read. Thread-safe.
   virtual bool expert_ready(int /*l*/, int /*e*/) const { return true; }
-  // Final norms and lm_head.
-  virtual Result<std::shared_ptr<const HeadWeights>> head() = 0;
+  // Final norms and lm_head, in head_parts() parts of lm_head's rows (HeadWeights::first_row):
+  // a streamed head larger than a ring slot is read a part at a time (planner.h). Part 0
+  // holds the final norms. REQUIRES: 0 <= part < head_parts().
+  virtual int head_parts() const { return 1; }
+  virtual Result<std::shared_ptr<const HeadWeights>> head(int part) = 0;
   // Embedding rows as F32: out [ids.size()][hidden]. InvalidArgument for an id >= vocab.
   virtual Status embed(std::span<const int32_t> ids, float* out) = 0;
 

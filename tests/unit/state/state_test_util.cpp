@@ -16,16 +16,18 @@ namespace nj::state_testing {
 
 namespace fs = std::filesystem;
 
-std::string generated_model(const std::string& preset, int seed) {
-  const std::string dir =
-      std::string(NJ_TEST_WORK_DIR) + "/models/" + preset + "-seed" + std::to_string(seed);
+std::string generated_model(const std::string& preset, int seed, int vocab) {
+  const std::string dir = std::string(NJ_TEST_WORK_DIR) + "/models/" + preset + "-seed" +
+                          std::to_string(seed) + (vocab > 0 ? "-vocab" + std::to_string(vocab) : "");
   if (fs::exists(dir + "/config.json")) return dir;
   fs::create_directories(std::string(NJ_TEST_WORK_DIR) + "/models");
   const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
   const std::string log = tmp + ".log";
   const std::string cmd = std::string(NJ_SYSTEM_PYTHON) + " " + NJ_SOURCE_DIR +
                           "/tests/reference/make_model.py --out '" + tmp + "' --preset " + preset +
-                          " --seed " + std::to_string(seed) + " --force > '" + log + "' 2>&1";
+                          " --seed " + std::to_string(seed) +
+                          (vocab > 0 ? " --vocab " + std::to_string(vocab) : "") + " --force > '" + log +
+                          "' 2>&1";
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
     std::ifstream in(log);

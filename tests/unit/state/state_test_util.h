@@ -15,8 +15,9 @@ namespace nj::state_testing {
 
 // The directory of a model made by tests/reference/make_model.py with `preset` and `seed`,
 // generated on first use into the build tree (safe when several test processes ask at
-// once: each generates into its own directory and renames it into place).
-std::string generated_model(const std::string& preset, int seed = 1);
+// once: each generates into its own directory and renames it into place). `vocab` > 0
+// replaces the preset's vocabulary size.
+std::string generated_model(const std::string& preset, int seed = 1, int vocab = 0);
 
 // Opens a model; fails the test case when it cannot.
 std::unique_ptr<Model> open_test_model(const std::string& dir);

@@ -421,7 +421,7 @@ TEST_CASE(
               REQUIRE(l.ok());
               next = *l;
             } else {
-              auto h = w.head();
+              auto h = w.head(0);
               REQUIRE(h.ok());
               next = *h;
             }

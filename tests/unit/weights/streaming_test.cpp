@@ -3,16 +3,20 @@
 // the run with the file and offset, never zeros.
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
+#include "engine/model/layout.h"
+#include "engine/plan/planner.h"
 #include "engine/runtime/model.h"
 #include "engine/session/sampler.h"
 #include "engine/session/session.h"
 #include "tests/unit/model/test_models.h"
+#include "tests/unit/state/state_test_util.h"
 
 namespace nj {
 namespace {
@@ -99,6 +103,60 @@ TEST_CASE("tokens and logits are bit-identical under every budget (a 230 MB mode
   REQUIRE(std::filesystem::exists(dir + "/config.json"));
   const std::vector<int32_t> prompt = {1, 2, 3, 500, 1000, 4000, 7, 9, 11, 13, 4095, 17};
   check_invariance(dir, prompt, 6, {1.0, 1.5, 2.0, 3.0, 6.0});
+}
+
+TEST_CASE("a streamed head larger than a layer is read in parts: the same bits, its bytes once a pass",
+          "[engine][streaming]") {
+  // The tiny shape with a vocabulary of 4,096: its lm_head (4,096 x 128 BF16, 1 MB) is 4.5x
+  // its largest layer, as K3's is 1.9x (2.35 GB against 1.27 GB). Streamed, the head is read
+  // in parts no larger than a layer, so that the ring's slots hold a layer and not the head.
+  const std::string dir = state_testing::generated_model("tiny", 1, 4096);
+  const std::vector<int32_t> prompt = {3, 7, 11, 5, 9, 100, 200, 42};
+  const int steps = 4;
+  const ModelOptions base = options_for(0, prompt, steps);
+  auto config = load_model_config(dir);
+  auto index = TensorIndex::open(dir);
+  REQUIRE(index.ok());
+  auto layout = ModelLayout::build(*config, *index);
+  REQUIRE(layout.ok());
+  const HeadLayout& head = layout->head();
+  uint64_t largest_layer = 0;
+  for (int l = 0; l < config->layers; ++l)
+    largest_layer = std::max(largest_layer, layout->layer(l).unit.buffer_bytes);
+  REQUIRE(head.unit.buffer_bytes > largest_layer);
+
+  const int parts = streamed_head_parts(*layout);
+  CHECK(parts > 1);
+  const std::vector<HeadPart> split = split_head(head, *index, parts);
+  int next_row = 0;
+  uint64_t tensor_bytes = 0;
+  for (const HeadPart& p : split) {  // contiguous rows, each part within a layer's buffer
+    CHECK(p.first_row == next_row);
+    next_row += p.rows;
+    CHECK(p.layout.unit.buffer_bytes <= largest_layer);
+    CHECK(p.layout.unit.buffer_bytes <= head_part_buffer_bound(head, parts));
+    CHECK((p.layout.norm.info != nullptr) == (p.first_row == 0));
+    tensor_bytes += p.layout.unit.tensor_bytes;
+  }
+  CHECK(next_row == config->vocab);
+  CHECK(tensor_bytes == head.unit.tensor_bytes);
+
+  const uint64_t min = minimum(dir, base);
+  auto plan = plan_residency(*layout, min, base.plan);
+  REQUIRE(plan.ok());
+  REQUIRE_FALSE(plan->pinned.back());
+  CHECK(plan->head_parts == parts);
+  CHECK(plan->ring_slot_bytes == largest_layer);
+  CHECK(plan->to_json()["head_parts"] == parts);
+
+  const Run resident = run(dir, base, prompt, steps);
+  const Run streamed = run(dir, options_for(min, prompt, steps), prompt, steps);
+  CHECK(streamed.greedy == resident.greedy);
+  REQUIRE(streamed.logits.size() == resident.logits.size());
+  CHECK(std::memcmp(streamed.logits.data(), resident.logits.data(),
+                    resident.logits.size() * sizeof(float)) == 0);
+  // One prefill pass and a pass per decoded token: the whole head once each.
+  CHECK(streamed.stats.head_bytes_read == static_cast<uint64_t>(1 + steps) * head.unit.tensor_bytes);
 }
 
 TEST_CASE("each extra sequence state held at once raises the minimum by one state",
