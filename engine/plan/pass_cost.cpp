@@ -99,7 +99,7 @@ void add_attn_res(ElementCounts& e, double n, double hidden) {
 
 PassCostModel::PassCostModel(const ModelLayout& layout, const ResidencyPlan& plan,
                              const KernelRates& rates, double bandwidth_gbps)
-    : rates_(rates), bandwidth_(bandwidth_gbps * 1e9) {
+    : rates_(rates), bandwidth_(bandwidth_gbps * 1e9), trunk_overlaps_(plan.ring_slots != 1) {
   const ModelConfig& c = layout.config();
   num_experts_ = c.num_experts;
   top_k_ = c.top_k;
@@ -210,7 +210,9 @@ PassPrediction PassCostModel::predict(const PassShape& pass) const {
   const double expert_bytes = distinct * expert_miss_;
   p.io_seconds = bandwidth_ > 0 ? p.disk_bytes / bandwidth_ : 0.0;
   p.expert_io_seconds = bandwidth_ > 0 ? expert_bytes / bandwidth_ : 0.0;
-  p.seconds = p.expert_io_seconds + std::max(p.io_seconds - p.expert_io_seconds, p.compute_seconds);
+  const double trunk_io = p.io_seconds - p.expert_io_seconds;
+  p.seconds = p.expert_io_seconds + (trunk_overlaps_ ? std::max(trunk_io, p.compute_seconds)
+                                                     : trunk_io + p.compute_seconds);
   return p;
 }
 

@@ -117,7 +117,8 @@ struct PassPrediction {
   double compute_seconds = 0;    // products plus element work, at the measured rates
   double element_seconds = 0;    // the element work's share of compute_seconds
   double expert_seconds = 0;     // the routed experts' share of compute_seconds
-  double seconds = 0;            // expert reads + max(trunk reads, compute)
+  double seconds = 0;            // expert reads + max(trunk reads, compute); with a ring of one
+                                 // slot (no read ahead): expert reads + trunk reads + compute
 };
 
 class PassCostModel {
@@ -136,6 +137,7 @@ class PassCostModel {
  private:
   const KernelRates& rates_;
   double bandwidth_ = 0;  // bytes per second
+  bool trunk_overlaps_ = true;  // a trunk unit is read while the previous one computes
   int num_experts_ = 0, top_k_ = 0, moe_layers_ = 0;
   // Disk.
   double trunk_read_ = 0;     // streamed trunk units, per pass

@@ -142,7 +142,7 @@ WeightMinimum weight_minimum(const ModelLayout& layout, const PlanOptions& o) {
       m.expert_buffer = std::max(m.expert_buffer, layout.expert(l, e).unit.buffer_bytes);
   }
   m.staging = staging_bytes(layout, o.io_threads);
-  m.ring_slots = std::max(2, o.ring_slots);
+  m.ring_slots = std::max(1, o.ring_slots);
   m.expert_buffers = any_moe ? std::max(2, std::min(c.top_k, o.min_expert_buffers)) : 0;
   return m;
 }

@@ -74,7 +74,9 @@ struct PlanOptions {
                             // after its prompt while it scores labels that share tokens: 2;
                             // a layer sweep holds its own, engine/plan/sweep_plan.h: 0)
   int ring_slots = 2;       // trunk units in memory at once when streaming: one computes while the
-                            // others read (2 is the least that overlaps; more reads further ahead)
+                            // others read (2 is the least that overlaps; more reads further ahead;
+                            // 1 reads each unit only once the previous one is done: a layer sweep,
+                            // whose compute per unit dwarfs its read, takes it to hold more rows)
   int min_expert_buffers = 2;   // expert buffers in the minimum (capped at top_k): how many of a
                                 // layer's missing experts can be read at once at the minimum
   double bandwidth_gbps = 2.6;  // device read bandwidth for the predicted seconds per token

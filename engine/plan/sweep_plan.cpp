@@ -56,24 +56,39 @@ Result<SweepWindowPlan> plan_sweep_window(const ModelLayout& layout, uint64_t bu
   p.options.sequence_states = 0;
   p.options.draft_tokens = 0;
   const int64_t most = std::max<int64_t>(1, work.documents);
-  const uint64_t weights_min = min_memory_for_batch(layout, p.options, 1);
-  p.min_memory_bytes = weights_min + window_cost(c, work, 1).bytes();
+  // The most documents whose window leaves the weights their minimum under `o`.
+  auto most_documents = [&](const PlanOptions& o) {
+    const uint64_t weights_min = min_memory_for_batch(layout, o, 1);
+    int lo = 1, hi = static_cast<int>(std::min<int64_t>(most, 1 << 20));
+    if (window_cost(c, work, 1).bytes() + weights_min > budget) return 0;
+    while (lo < hi) {
+      const int mid = lo + (hi - lo + 1) / 2;
+      if (window_cost(c, work, mid).bytes() + weights_min <= budget) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  };
+  // A ring of one trunk unit: each unit is read only once the previous one is done. A sweep
+  // reads a unit once per window and computes it over every row of the window, so the read
+  // it no longer overlaps is a small part of the window's time, and the memory of a second
+  // slot (K3: 2.35 GB, the size of its dense layer and of its head) holds more documents.
+  // Taken only when it does; the least budget is the one-slot ring's.
+  PlanOptions one_slot = p.options;
+  one_slot.ring_slots = 1;
+  const uint64_t one_document = window_cost(c, work, 1).bytes();
+  const uint64_t weights_min = min_memory_for_batch(layout, one_slot, 1);
+  p.min_memory_bytes = weights_min + one_document;
   int docs = static_cast<int>(std::min<int64_t>(most, 1 << 20));
   if (budget > 0) {
     if (budget < p.min_memory_bytes)
       return resource_exhausted("a layer sweep needs at least " + format_bytes(p.min_memory_bytes) +
                                 " for one document of " + std::to_string(work.document_rows) +
                                 " rows (weights " + format_bytes(weights_min) + ", the document's " +
-                                "activations and states " +
-                                format_bytes(p.min_memory_bytes - weights_min) + "); the budget is " +
-                                format_bytes(budget));
-    int lo = 1, hi = docs;  // the most documents whose window leaves the weights their minimum
-    while (lo < hi) {
-      const int mid = lo + (hi - lo + 1) / 2;
-      if (window_cost(c, work, mid).bytes() + weights_min <= budget) lo = mid;
-      else hi = mid - 1;
-    }
-    docs = lo;
+                                "activations and states " + format_bytes(one_document) +
+                                "); the budget is " + format_bytes(budget));
+    const int with_two = most_documents(p.options), with_one = most_documents(one_slot);
+    if (with_one > with_two) p.options = one_slot;
+    docs = std::max(with_one, with_two);
   }
   const WindowCost k = window_cost(c, work, docs);
   p.documents = docs;

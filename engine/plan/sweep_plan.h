@@ -6,7 +6,9 @@
 // label branches, each at its deepest context), and the start state the documents share (the
 // template prefix, every layer of it). The weights get what is left, planned by the
 // residency planner as for one row (ring, expert buffers, then pinned units and cache), and
-// need at least its minimum. The window is the most documents that fit, at most the job's.
+// need at least its minimum. The window is the most documents that fit, at most the job's;
+// when a ring of one trunk unit (no read ahead) holds more of them than the usual two, the
+// plan takes one (PlanOptions::ring_slots).
 #pragma once
 
 #include <cstdint>

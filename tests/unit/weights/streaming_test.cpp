@@ -159,6 +159,28 @@ TEST_CASE("a streamed head larger than a layer is read in parts: the same bits, 
   CHECK(streamed.stats.head_bytes_read == static_cast<uint64_t>(1 + steps) * head.unit.tensor_bytes);
 }
 
+TEST_CASE("a ring of one trunk unit (no read ahead) computes the same bits", "[engine][streaming]") {
+  // What a layer sweep may take to hold more documents (sweep_plan.h); here through the
+  // token-major passes, which ask for the next unit while holding none.
+  const std::string dir = state_testing::generated_model("tiny", 1, 4096);  // its head in parts
+  const std::vector<int32_t> prompt = {3, 7, 11, 5, 9, 100, 200, 42};
+  const int steps = 4;
+  const Run resident = run(dir, options_for(0, prompt, steps), prompt, steps);
+  ModelOptions o = options_for(0, prompt, steps);
+  o.plan.ring_slots = 1;
+  const uint64_t min = minimum(dir, o);
+  CHECK(min < minimum(dir, options_for(0, prompt, steps)));
+  for (uint64_t budget : {min, min + min / 3}) {
+    INFO("budget " << budget << " (the one-slot minimum " << min << ")");
+    o.memory_bytes = budget;
+    const Run streamed = run(dir, o, prompt, steps);
+    CHECK(streamed.greedy == resident.greedy);
+    REQUIRE(streamed.logits.size() == resident.logits.size());
+    CHECK(std::memcmp(streamed.logits.data(), resident.logits.data(),
+                      resident.logits.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("each extra sequence state held at once raises the minimum by one state",
           "[engine][streaming]") {
   const std::string dir = testing::golden_dir("tiny-mxfp4");
