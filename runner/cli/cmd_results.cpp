@@ -21,6 +21,7 @@
 #include "runner/results/result_record.h"
 #include "runner/store/home.h"
 #include "runner/store/job_kind.h"
+#include "runner/store/job_label.h"
 #include "runner/store/job_settings.h"
 
 namespace nj::runner {
@@ -31,13 +32,14 @@ int write_outputs_now(JobStore& store, const JobRow& job, const Home& home) {
   auto written = write_declared_outputs(store, job, home);
   if (!written.ok()) {
     if (Status s = store.record_outputs(job.id, {}, written.status().message()); !s.ok())
-      spdlog::warn("could not record the failure with the job: {}", s.message());
+      spdlog::warn("{}: could not record the failure with the job: {}", job_label(job),
+                   s.message());
     return report_failure(written.status());
   }
   if (written->empty())
     return report_failure(
-        invalid_argument("job " + std::to_string(job.id) + " (" + job.name +
-                         ") declares no outputs (outputs: in its spec, or submit --output-file)"));
+        invalid_argument(job_label(job) +
+                         " declares no outputs (outputs: in its spec, or submit --output-file)"));
   if (Status s = store.record_outputs(job.id, *written, std::nullopt); !s.ok())
     return report_failure(s);
   for (const auto& path : *written) spdlog::info("wrote {}", path);
@@ -73,9 +75,9 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     // beside it would be silently ignored, so the pair is refused.
     for (const char* flag : {"--out", "--format"})
       if (a->write && sub->count(flag) > 0)
-        return report_usage_error(
-            flag, invalid_argument("does not go with --write (which writes the outputs the job "
-                                   "declares, to their paths and in their formats)"));
+        return report_conflict(flag, "--write",
+                               "which writes the outputs the job declares, to their paths and in "
+                               "their formats");
     auto home = resolve_home(a->home);
     if (!home.ok()) return report_usage_error("--home", home.status());
     auto store = open_home_store(*home, /*create=*/false);
@@ -86,9 +88,9 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     if (a->write) return write_outputs_now(s, *job, *home);
     if (job->outputs_state == "failed")
       spdlog::warn(
-          "job {} ({}): its declared outputs could not be written ({}); "
+          "{}: its declared outputs could not be written ({}); "
           "`nightjar results {} --write` writes them again",
-          job->id, printable(job->name), printable(job->outputs_error.value_or("")), job->id);
+          job_label(*job), printable(job->outputs_error.value_or("")), job->id);
     if (!a->out.empty()) {
       if (auto inside = jobs::home_containing(a->out, {home->dir}, Home::kStoreFile))
         return report_failure(invalid_argument(
@@ -108,7 +110,7 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     }
     if (Status st = write_file_durably(*Env::posix(), a->out, *text); !st.ok())
       return report_failure(st);
-    spdlog::info("wrote {} results of job {} to {}", items->size(), job->id, a->out);
+    spdlog::info("wrote {} results of {} to {}", items->size(), job_label(*job), a->out);
     return kExitOk;
   });
 }
