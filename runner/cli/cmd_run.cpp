@@ -56,6 +56,11 @@ std::string local_datetime(std::time_t t) {
   return buf;
 }
 
+// "1 item", "3 items".
+std::string plural(int64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
 // An --until HH:MM that passed less than this long ago is refused rather than read as
 // tomorrow: `--until 18:38` at 18:39 is a time that was meant for today (a late start, a
 // typo), and a run until tomorrow's 18:38 would take the whole day. Times further back
@@ -88,16 +93,12 @@ Result<std::time_t> parse_until(const std::string& text, std::time_t now) {
   if (passed_s > 0 && passed_s < kUntilJustPassed_s) {
     std::string tomorrow = local_datetime(at);
     tomorrow = tomorrow.substr(0, tomorrow.rfind(' '));  // without the zone
-    return invalid_argument("'" + text + "' passed " + format_duration(passed_s) +
-                            " ago (it is " + local_datetime(now) +
+    const int minutes = static_cast<int>(passed_s / 60);
+    const std::string ago = minutes == 0 ? "under a minute" : plural(minutes, "minute", "minutes");
+    return invalid_argument("'" + text + "' passed " + ago + " ago (it is " + local_datetime(now) +
                             "); for tomorrow's, give the date: --until '" + tomorrow + "'");
   }
   return at;
-}
-
-// "1 item", "3 items".
-std::string plural(int64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 // The exit-4 line: how many items failed, naming each job by id and name.
@@ -191,8 +192,9 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
       app.add_subcommand("run", "Run queued items, many per pass over the weights, crash-safely");
   add_home_option(*sub, a->home);
   sub->add_option("--until", a->until,
-                  "Stop gracefully at this local time, e.g. 07:00 (its next occurrence), or "
-                  "'2026-12-08 07:00' (at most 24 h away); the log states the date");
+                  "Stop gracefully at this local time, e.g. 07:00 (its next occurrence; a time "
+                  "that passed within the hour is refused), or '2026-12-08 07:00' (at most 24 h "
+                  "away); the log states the date");
   sub->add_flag("--drain", a->drain, "Exit when nothing is queued (default: wait for new work)");
   sub->add_flag("--exclusive", a->exclusive,
                 "The only run on this home: lock it (run.lock) and take over at once the items "
