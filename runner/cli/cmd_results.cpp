@@ -1,9 +1,12 @@
-// `nightjar results JOB [--format jsonl|csv|openai] [--out FILE] [--write]`: one JSON object
-// per item (or a CSV row, job_outputs.h; or a Batch API output line, openai_results.h), in
-// spec order, to stdout or (atomically) to a file; --write (re)writes the outputs the job's
-// spec declares.
+// `nightjar results JOB [--format jsonl|csv|openai] [--out FILE] [--write] [--output json]`:
+// one JSON object per item (or a CSV row, job_outputs.h; or a Batch API output line,
+// openai_results.h), in spec order, to stdout or (atomically) to a file; --write (re)writes
+// the outputs the job's spec declares. With --out or --write, --output json says what was
+// written: {"job": {"id", "name"}, "written": [PATH...], "records": N}.
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -27,8 +30,15 @@
 namespace nj::runner {
 namespace {
 
+// `results --output json` with --out or --write.
+void print_written(const JobRow& job, const std::vector<std::string>& paths, size_t records) {
+  print_json({{"job", {{"id", job.id}, {"name", job.name}}},
+              {"written", paths},
+              {"records", records}});
+}
+
 // `results JOB --write`: the job's declared outputs, and how that went recorded with the job.
-int write_outputs_now(JobStore& store, const JobRow& job, const Home& home) {
+int write_outputs_now(JobStore& store, const JobRow& job, const Home& home, bool json) {
   auto written = write_declared_outputs(store, job, home);
   if (!written.ok()) {
     if (Status s = store.record_outputs(job.id, {}, written.status().message()); !s.ok())
@@ -43,6 +53,11 @@ int write_outputs_now(JobStore& store, const JobRow& job, const Home& home) {
   if (Status s = store.record_outputs(job.id, *written, std::nullopt); !s.ok())
     return report_failure(s);
   for (const auto& path : *written) spdlog::info("wrote {}", path);
+  if (json) {
+    auto items = store.items(job.id);
+    if (!items.ok()) return report_failure(items.status());
+    print_written(job, *written, items->size());
+  }
   return kExitOk;
 }
 
@@ -55,6 +70,7 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     std::string format = "jsonl";
     std::string out;
     bool write = false;
+    std::string output = "text";
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -70,7 +86,15 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
   sub->add_flag("--write", a->write,
                 "Write the outputs the job declares (outputs: in its spec, or submit "
                 "--output-file), to their own paths and formats");
+  sub->add_option("--output", a->output,
+                  "text, or json (with --out or --write): what was written, as one object")
+      ->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(sub, [a, sub]() -> int {
+    const bool json = a->output == "json";
+    if (json && a->out.empty() && !a->write)
+      return report_usage_error(
+          "--output json", invalid_argument("needs --out FILE or --write: without them the "
+                                            "records go to stdout, where the JSON summary goes"));
     // --write writes the declared files in their declared formats: an --out or --format
     // beside it would be silently ignored, so the pair is refused.
     for (const char* flag : {"--out", "--format"})
@@ -85,7 +109,7 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     JobStore& s = **store;
     auto job = s.find_job(a->job);
     if (!job.ok()) return report_failure(job.status());
-    if (a->write) return write_outputs_now(s, *job, *home);
+    if (a->write) return write_outputs_now(s, *job, *home, json);
     if (job->outputs_state == "failed")
       spdlog::warn(
           "{}: its declared outputs could not be written ({}); "
@@ -111,6 +135,7 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     if (Status st = write_file_durably(*Env::posix(), a->out, *text); !st.ok())
       return report_failure(st);
     spdlog::info("wrote {} results of {} to {}", items->size(), job_label(*job), a->out);
+    if (json) print_written(*job, {a->out}, items->size());
     return kExitOk;
   });
 }

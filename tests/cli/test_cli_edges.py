@@ -220,6 +220,20 @@ class CliEdges(unittest.TestCase):
         with open(out) as f:
             self.assertEqual([json.loads(line)["custom_id"] for line in f], ["i0", "i1", "i2"])
 
+    def test_results_output_json_says_what_was_written(self):
+        # (--write with --output json: cli_openai_batch, on a job with an --output-file)
+        job = self.nj.submit(self.spec(n=2))
+        self.assertEqual(self.nj.run("run", "--drain", *RUN).returncode, 0)
+        out = os.path.join(self.dir, "out.csv")
+        p = self.nj.run("results", str(job), "--out", out, "--format", "csv", "--output", "json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.endswith("}\n"))
+        self.assertEqual(json.loads(p.stdout), {"job": {"id": job, "name": "job"}, "written": [out], "records": 2})
+        p = self.nj.run("results", str(job), "--output", "json")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--output json: needs --out FILE or --write", p.stderr)
+        self.assertIn("error", json.loads(p.stdout))
+
     def test_flags_that_would_be_ignored_are_refused_naming_both(self):
         spec = self.spec()
         batch = os.path.join(self.dir, "batch.jsonl")
