@@ -259,6 +259,8 @@ class CliEdges(unittest.TestCase):
              "--override-sampling", "--prompts-file"),
             (["report", "--output", "json", "--items", "5", *home], "--items", "--output json"),
             (["results", "1", "--write", "--format", "csv", *home], "--format", "--write"),
+            (["validate", "--openai-batch", batch, "--model", MODEL, "--allow-outputs", self.dir],
+             "--allow-outputs", "--openai-batch"),
         ]
         self.nj.submit(spec)
         for args, flag, other in cases:
