@@ -49,7 +49,8 @@ enum class LogitsWanted : uint8_t {
 struct SequenceUsage {
   uint64_t tokens = 0;        // tokens fed
   uint64_t passes = 0;        // passes this sequence took part in
-  int max_batch = 0;          // the most sequences that shared a pass with it (itself included)
+  int max_batch = 0;          // the most sequences that shared a pass with it (itself included;
+                              // in a sweep, branches count as their root: Sweep::run)
   double compute_s = 0;       // share of pass time not spent waiting for weights
   double wait_s = 0;          // share of time blocked on the weight source
   double bytes_read = 0;      // share of weight bytes read from disk

@@ -10,7 +10,7 @@
 // item, in the job store (schemas/007_numerics_version.sql). A checkpoint of another version
 // is never continued: its state was computed by other arithmetic, and the tokens after it
 // would match neither binary's uninterrupted run (runner/item_runner.h says what `run` does
-// with such an item, README "Engine numerics version" the policy).
+// with such an item, docs/design/jobs.md "Engine numerics version" the policy).
 //
 // History:
 //   1  the first recorded arithmetic: MXFP4 rows in chunks of 128 elements (b4d6423).

@@ -294,6 +294,8 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
   wait += moe.wait_s;
   const WeightStats after = src.stats();
   last_.sequences = S;
+  last_.roots = static_cast<int>(
+      std::count_if(seqs.begin(), seqs.end(), [](const SweepSequence& s) { return s.parent < 0; }));
   last_.rows = R;
   last_.wait_s = wait;
   last_.compute_s = total - wait;
@@ -302,8 +304,14 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
   last_.expert_bytes_read = after.expert_bytes_read - before.expert_bytes_read;
   last_.other_bytes_read = after.embedding_bytes_read - before.embedding_bytes_read;
   last_.expert_computations = moe.expert_computations;
-  for (const SweepSequence& s : seqs)
-    if (s.usage) s.usage->add(usage_share(s.ids.size(), last_));
+  // A sequence's batch is the window's roots: its branches (a document's label paths) are
+  // part of it, not other sequences sharing the sweep.
+  for (const SweepSequence& s : seqs) {
+    if (!s.usage) continue;
+    SequenceUsage u = usage_share(s.ids.size(), last_);
+    u.max_batch = last_.roots;
+    s.usage->add(u);
+  }
   return Status();
 }
 

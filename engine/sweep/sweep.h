@@ -58,7 +58,8 @@ struct SweepOptions {
 
 // What one sweep did.
 struct SweepStats {
-  int sequences = 0;
+  int sequences = 0;  // every sequence of the window, branches included
+  int roots = 0;      // those without a parent: a classify window's documents
   int rows = 0;
   double compute_s = 0, wait_s = 0;
   uint64_t trunk_bytes_read = 0, expert_bytes_read = 0, other_bytes_read = 0;

@@ -99,7 +99,9 @@ std::optional<std::string> explain_parse_error(CLI::App& app, int argc, char** a
   std::vector<std::string> commands;
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
     commands.push_back(sub->get_name());
-  // The subcommand: the first word that is not an option or a global option's value.
+  // The subcommand: the first word that is not an option or a global option's value. An
+  // unknown option before it is named as such: its value would otherwise be taken for the
+  // command (`nightjar --temp 0.5 generate`: "unknown command '0.5'").
   std::string command;
   size_t at = 0;
   for (; at < args.size(); ++at) {
@@ -108,7 +110,19 @@ std::optional<std::string> explain_parse_error(CLI::App& app, int argc, char** a
       ++at;
       continue;
     }
-    if (!w.empty() && w[0] == '-') continue;
+    if (!w.empty() && w[0] == '-') {
+      const std::string name = w.substr(0, w.find('='));
+      if (name == "-" || name == "--" || app.get_option_no_throw(name)) continue;
+      if (name.size() > 2 && name[1] != '-') {  // -vq: global short flags together
+        bool all_known = true;
+        for (size_t k = 1; k < name.size(); ++k)
+          all_known = all_known && app.get_option_no_throw(std::string("-") + name[k]);
+        if (all_known) continue;
+      }
+      return "unknown option " + name +
+             " before the command; a command's options go after it (`nightjar COMMAND --help` "
+             "lists them, `nightjar --help` the commands and the global options)";
+    }
     command = w;
     break;
   }

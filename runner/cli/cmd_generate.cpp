@@ -119,10 +119,13 @@ struct GenerateArgs {
 // to end with, or kExitOk to go on.
 
 // --speculative's flags agree with each other.
-int check_speculation_flags(const GenerateArgs& a, const CLI::Option* draft_tokens) {
+int check_speculation_flags(const GenerateArgs& a, const CLI::Option* draft_tokens,
+                            const CLI::Option* kda_rollback) {
   const bool speculate = a.speculative != "off";
   if (!speculate && (draft_tokens->count() > 0 || !a.draft_ids.empty()))
     return report_usage_error("--draft-tokens", invalid_argument("only applies with --speculative"));
+  if (!speculate && kda_rollback->count() > 0)
+    return report_usage_error("--kda-rollback", invalid_argument("only applies with --speculative"));
   if ((a.speculative == "oracle") != !a.draft_ids.empty())
     return report_usage_error("--draft-ids", invalid_argument("--speculative oracle and --draft-ids go together"));
   return kExitOk;
@@ -146,12 +149,16 @@ int run_prompts_file(const GenerateArgs& a) {
     return report_usage_error("--speculative",
                               invalid_argument("oracle drafts are for one prompt; with --prompts-file "
                                                "use ngram"));
-  if (!a.prompt_ids.empty() || !a.prompt_text.empty() || !a.prompt_file.empty() || !a.chat_file.empty() ||
-      !a.load_state.empty() ||
-      !a.save_state.empty() || !a.save_routing.empty())
-    return report_usage_error("--prompts-file",
-                              invalid_argument("cannot be combined with --prompt-ids, --prompt, --prompt-file, --chat-file, "
-                                               "--load-state, --save-state or --save-routing-profile"));
+  const std::pair<bool, const char*> one_prompt_only[] = {
+      {!a.prompt_ids.empty(), "--prompt-ids"},   {!a.prompt_text.empty(), "--prompt"},
+      {!a.prompt_file.empty(), "--prompt-file"}, {!a.chat_file.empty(), "--chat-file"},
+      {!a.load_state.empty(), "--load-state"},   {!a.save_state.empty(), "--save-state"},
+      {!a.save_routing.empty(), "--save-routing-profile"},
+      {a.override_sampling, "--override-sampling"}};
+  for (const auto& [given, flag] : one_prompt_only)
+    if (given)
+      return report_conflict(flag, "--prompts-file",
+                             "it is for one prompt; the file gives each prompt its own");
   BatchGenerateArgs b;
   b.model = a.model;
   b.prompts_file = a.prompts_file;
@@ -447,7 +454,7 @@ int run_one_prompt(const GenerateArgs& a, const SamplingFlags& flags) {
 // The flags of `generate`; returns the subcommand, and in `draft_tokens` --draft-tokens's
 // option (whether it was given matters).
 CLI::App* add_generate_options(CLI::App& app, GenerateArgs* a, SamplingFlags* flags,
-                               CLI::Option*& draft_tokens) {
+                               CLI::Option*& draft_tokens, CLI::Option*& kda_rollback) {
   CLI::App* sub =
       app.add_subcommand("generate", "Generate tokens after a prompt, or continue a saved state");
   add_model_options(*sub, a->model);
@@ -511,7 +518,7 @@ CLI::App* add_generate_options(CLI::App& app, GenerateArgs* a, SamplingFlags* fl
   sub->add_option("--draft-ids", a->draft_ids,
                   "With --speculative oracle: the drafts, as the output_ids of a previous run of the same "
                   "prompt (or anything else: drafts never change the output)");
-  sub->add_option("--kda-rollback", a->kda_rollback,
+  kda_rollback = sub->add_option("--kda-rollback", a->kda_rollback,
                   "With --speculative: how KDA layers undo rejected drafts, replay (default: recompute the "
                   "kept rows, small) or snapshots (copy the state after every row); never changes a token")
       ->check(CLI::IsMember({"replay", "snapshots"}));  return sub;
@@ -523,9 +530,11 @@ void add_generate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
   auto a = std::make_shared<GenerateArgs>();
   auto flags = std::make_shared<SamplingFlags>();
   CLI::Option* draft_tokens = nullptr;
-  CLI::App* sub = add_generate_options(app, a.get(), flags.get(), draft_tokens);
-  table.emplace_back(sub, [a, flags, draft_tokens]() -> int {
-    if (int code = check_speculation_flags(*a, draft_tokens); code != kExitOk) return code;
+  CLI::Option* kda_rollback = nullptr;
+  CLI::App* sub = add_generate_options(app, a.get(), flags.get(), draft_tokens, kda_rollback);
+  table.emplace_back(sub, [a, flags, draft_tokens, kda_rollback]() -> int {
+    if (int code = check_speculation_flags(*a, draft_tokens, kda_rollback); code != kExitOk)
+      return code;
     if (!a->prompts_file.empty()) return run_prompts_file(*a);
     return run_one_prompt(*a, *flags);
   });

@@ -1,8 +1,9 @@
-// `nightjar merge DIR [--format jsonl|csv|openai] [--out FILE] [--partial]`: the results of
-// a Slurm array's tasks merged by custom_id (array_merge.h), every item of the job exactly
-// once, in spec order, in the forms of `nightjar results`. What is missing or not done is
-// listed per task on stderr; then the exit status is 1 and nothing is written unless
-// --partial asks for the records there are.
+// `nightjar merge DIR [--format jsonl|csv|openai] [--out FILE] [--partial] [--output json]`:
+// the results of a Slurm array's tasks merged by custom_id (array_merge.h), every item of the
+// job exactly once, in spec order, in the forms of `nightjar results`. What is missing or not
+// done is listed per task on stderr; then the exit status is 1 and nothing is written unless
+// --partial asks for the records there are. With --output json (which needs --out: stdout
+// carries the summary) stdout holds one object saying what was merged and what is missing.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "runner/cli/output.h"
 #include "runner/results/job_outputs.h"
 #include "runner/results/openai_results.h"
+#include "runner/results/result_record.h"
 #include "runner/slurm/array_manifest.h"
 #include "runner/slurm/array_merge.h"
 
@@ -46,6 +48,37 @@ Result<std::string> merged_text(const ArrayManifest& manifest, const ArrayMerge&
   return text;
 }
 
+// `merge --output json`: {"array", "name", "tasks", "items", "done", "complete", "written",
+// "out", "duplicates", "gaps": [{"task", "no_file", "missing", "not_done": [{"custom_id",
+// "status", "error"}]}]}; "written" is 0 and "out" null when nothing was written.
+nlohmann::json merge_json(const std::string& dir, const ArrayManifest& manifest,
+                          const ArrayMerge& merge, const std::string& out, bool written) {
+  nlohmann::json gaps = nlohmann::json::array();
+  for (const TaskGap& gap : merge.gaps) {
+    nlohmann::json not_done = nlohmann::json::array();
+    for (const nlohmann::json& r : gap.not_done) {
+      const std::string error = record_error(r);
+      not_done.push_back({{"custom_id", r["custom_id"]},
+                          {"status", r["status"]},
+                          {"error", error.empty() ? nlohmann::json() : nlohmann::json(error)}});
+    }
+    gaps.push_back({{"task", gap.task},
+                    {"no_file", gap.no_file},
+                    {"missing", gap.missing},
+                    {"not_done", not_done}});
+  }
+  return {{"array", dir},
+          {"name", manifest.name},
+          {"tasks", manifest.tasks},
+          {"items", merge.items},
+          {"done", merge.done},
+          {"complete", merge.complete()},
+          {"written", written ? merge.records.size() : 0},
+          {"out", written ? nlohmann::json(out) : nlohmann::json()},
+          {"duplicates", merge.duplicates},
+          {"gaps", gaps}};
+}
+
 }  // namespace
 
 void add_merge_command(CLI::App& app, const GlobalOptions&, CommandTable& table) {
@@ -54,6 +87,7 @@ void add_merge_command(CLI::App& app, const GlobalOptions&, CommandTable& table)
     std::string format = "jsonl";
     std::string out;
     bool partial = false;
+    std::string output = "text";
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -65,7 +99,16 @@ void add_merge_command(CLI::App& app, const GlobalOptions&, CommandTable& table)
   sub->add_flag("--partial", a->partial,
                 "Write the records there are even when items are missing or not done "
                 "(the exit status is still 1)");
+  sub->add_option("--output", a->output,
+                  "text, or json: what was merged and what is missing, as one object on stdout "
+                  "(needs --out)")
+      ->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(sub, [a]() -> int {
+    const bool json = a->output == "json";
+    if (json && a->out.empty())
+      return report_usage_error(
+          "--output json", invalid_argument("needs --out FILE: without it the merged records "
+                                            "go to stdout, where the JSON summary goes"));
     auto manifest = read_array_manifest(a->dir);
     if (!manifest.ok()) return report_failure(manifest.status());
     auto tasks = read_task_results(a->dir, *manifest);
@@ -79,7 +122,10 @@ void add_merge_command(CLI::App& app, const GlobalOptions&, CommandTable& table)
                     merge->done, merge->items);
       std::fputs(describe_gaps(*merge, 20).c_str(), stderr);
       std::fflush(stderr);
-      if (!a->partial) return kExitFailure;
+      if (!a->partial) {
+        if (json) print_json(merge_json(a->dir, *manifest, *merge, a->out, false));
+        return kExitFailure;
+      }
     }
     auto text = merged_text(*manifest, *merge, a->format);
     if (!text.ok()) return report_failure(text.status());
@@ -92,6 +138,7 @@ void add_merge_command(CLI::App& app, const GlobalOptions&, CommandTable& table)
       spdlog::info("wrote {} merged results of '{}' ({} tasks) to {}", merge->records.size(),
                    manifest->name, manifest->tasks, a->out);
     }
+    if (json) print_json(merge_json(a->dir, *manifest, *merge, a->out, true));
     return merge->complete() ? kExitOk : kExitFailure;
   });
 }

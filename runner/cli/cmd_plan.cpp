@@ -112,8 +112,9 @@ int run_plan_spec(const PlanArgs& a, const CLI::App& sub) {
   const char* what = source.openai_batch ? "an OpenAI batch file (its --model and --memory do)"
                      : source.stored     ? "a job in the store (it has its own model and budget)"
                                          : "a job spec";
+  // The flags of `plan --model` alone: a job's prediction would silently leave them out.
   for (const char* flag : {"--memory", "--model", "--routing-profile", "--pack", "--no-pack",
-                           "--all-logits", "--max-context"}) {
+                           "--all-logits", "--max-context", "--decode-gbps", "--pin-compressed"}) {
     if (source.openai_batch && (std::string(flag) == "--memory" || std::string(flag) == "--model"))
       continue;
     if (sub.count(flag) > 0)
@@ -142,13 +143,18 @@ int run_plan_spec(const PlanArgs& a, const CLI::App& sub) {
 }
 
 // `plan --model DIR`: where the weights would live under --memory.
-int run_plan_model(const PlanArgs& a) {
+int run_plan_model(const PlanArgs& a, const CLI::App& sub) {
   if (!a.until.empty())
     return report_usage_error("--until", invalid_argument("goes with a job spec"));
   if (a.measure_disk > 0)
     return report_usage_error("--measure-disk", invalid_argument("goes with a job spec"));
   if (a.threads > 0)
     return report_usage_error("--threads", invalid_argument("goes with a job spec"));
+  if (sub.count("--schedule") > 0)
+    return report_conflict("--schedule", "--model", "it predicts a classify job's schedule: give "
+                                                    "the job's spec");
+  if (sub.count("--home") > 0)
+    return report_conflict("--home", "--model", "a home holds jobs: give a job's id or name");
   uint64_t budget = 0;
   if (!a.memory.empty()) {
     auto b = parse_size_flag(a.memory);
@@ -276,12 +282,15 @@ void add_plan_command(CLI::App& app, const GlobalOptions&, CommandTable& table) 
   CLI::App* sub = add_plan_options(app, a.get());
   table.emplace_back(sub, [a, sub]() -> int {
     if (!a->openai_batch.empty()) return run_plan_spec(*a, *sub);
-    if (a->spec.empty() == a->model.empty())
+    if (!a->spec.empty() && !a->model.empty())
+      return report_conflict("--model", "a job spec or job (" + a->spec + ")",
+                             "the job names its model");
+    if (a->spec.empty() && a->model.empty())
       return report_usage_error(
           "--model",
           invalid_argument("give a job spec, a job, --openai-batch FILE or --model DIR"));
     if (!a->spec.empty()) return run_plan_spec(*a, *sub);
-    return run_plan_model(*a);
+    return run_plan_model(*a, *sub);
   });
 }
 

@@ -70,7 +70,13 @@ void add_report_command(CLI::App& app, const GlobalOptions&, CommandTable& table
                   "certain answers (0 = none)")
       ->capture_default_str();
   sub->add_option("--output", a->output, "text or json")->check(CLI::IsMember({"text", "json"}));
-  table.emplace_back(sub, [a]() -> int {
+  table.emplace_back(sub, [a, sub]() -> int {
+    // The JSON lists no item table (failed items and the review list are there whatever
+    // --items says): without the HTML page --items would be silently ignored.
+    if (a->output == "json" && a->out.empty() && sub->count("--items") > 0)
+      return report_conflict("--items", "--output json",
+                             "it sizes the text's and the HTML page's item tables; the JSON "
+                             "lists every failed item and the review list");
     ReportSources sources;
     for (const std::string& arg : a->jobs)
       (is_array_dir(arg) ? sources.arrays : sources.jobs).push_back(arg);

@@ -1,9 +1,12 @@
-// `nightjar results JOB [--format jsonl|csv|openai] [--out FILE] [--write]`: one JSON object
-// per item (or a CSV row, job_outputs.h; or a Batch API output line, openai_results.h), in
-// spec order, to stdout or (atomically) to a file; --write (re)writes the outputs the job's
-// spec declares.
+// `nightjar results JOB [--format jsonl|csv|openai] [--out FILE] [--write] [--output json]`:
+// one JSON object per item (or a CSV row, job_outputs.h; or a Batch API output line,
+// openai_results.h), in spec order, to stdout or (atomically) to a file; --write (re)writes
+// the outputs the job's spec declares. With --out or --write, --output json says what was
+// written: {"job": {"id", "name"}, "written": [PATH...], "records": N}.
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -21,26 +24,40 @@
 #include "runner/results/result_record.h"
 #include "runner/store/home.h"
 #include "runner/store/job_kind.h"
+#include "runner/store/job_label.h"
 #include "runner/store/job_settings.h"
 
 namespace nj::runner {
 namespace {
 
+// `results --output json` with --out or --write.
+void print_written(const JobRow& job, const std::vector<std::string>& paths, size_t records) {
+  print_json({{"job", {{"id", job.id}, {"name", job.name}}},
+              {"written", paths},
+              {"records", records}});
+}
+
 // `results JOB --write`: the job's declared outputs, and how that went recorded with the job.
-int write_outputs_now(JobStore& store, const JobRow& job, const Home& home) {
+int write_outputs_now(JobStore& store, const JobRow& job, const Home& home, bool json) {
   auto written = write_declared_outputs(store, job, home);
   if (!written.ok()) {
     if (Status s = store.record_outputs(job.id, {}, written.status().message()); !s.ok())
-      spdlog::warn("could not record the failure with the job: {}", s.message());
+      spdlog::warn("{}: could not record the failure with the job: {}", job_label(job),
+                   s.message());
     return report_failure(written.status());
   }
   if (written->empty())
     return report_failure(
-        invalid_argument("job " + std::to_string(job.id) + " (" + job.name +
-                         ") declares no outputs (outputs: in its spec, or submit --output-file)"));
+        invalid_argument(job_label(job) +
+                         " declares no outputs (outputs: in its spec, or submit --output-file)"));
   if (Status s = store.record_outputs(job.id, *written, std::nullopt); !s.ok())
     return report_failure(s);
   for (const auto& path : *written) spdlog::info("wrote {}", path);
+  if (json) {
+    auto items = store.items(job.id);
+    if (!items.ok()) return report_failure(items.status());
+    print_written(job, *written, items->size());
+  }
   return kExitOk;
 }
 
@@ -53,6 +70,7 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     std::string format = "jsonl";
     std::string out;
     bool write = false;
+    std::string output = "text";
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -68,14 +86,22 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
   sub->add_flag("--write", a->write,
                 "Write the outputs the job declares (outputs: in its spec, or submit "
                 "--output-file), to their own paths and formats");
+  sub->add_option("--output", a->output,
+                  "text, or json (with --out or --write): what was written, as one object")
+      ->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(sub, [a, sub]() -> int {
+    const bool json = a->output == "json";
+    if (json && a->out.empty() && !a->write)
+      return report_usage_error(
+          "--output json", invalid_argument("needs --out FILE or --write: without them the "
+                                            "records go to stdout, where the JSON summary goes"));
     // --write writes the declared files in their declared formats: an --out or --format
     // beside it would be silently ignored, so the pair is refused.
     for (const char* flag : {"--out", "--format"})
       if (a->write && sub->count(flag) > 0)
-        return report_usage_error(
-            flag, invalid_argument("does not go with --write (which writes the outputs the job "
-                                   "declares, to their paths and in their formats)"));
+        return report_conflict(flag, "--write",
+                               "which writes the outputs the job declares, to their paths and in "
+                               "their formats");
     auto home = resolve_home(a->home);
     if (!home.ok()) return report_usage_error("--home", home.status());
     auto store = open_home_store(*home, /*create=*/false);
@@ -83,12 +109,12 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     JobStore& s = **store;
     auto job = s.find_job(a->job);
     if (!job.ok()) return report_failure(job.status());
-    if (a->write) return write_outputs_now(s, *job, *home);
+    if (a->write) return write_outputs_now(s, *job, *home, json);
     if (job->outputs_state == "failed")
       spdlog::warn(
-          "job {} ({}): its declared outputs could not be written ({}); "
+          "{}: its declared outputs could not be written ({}); "
           "`nightjar results {} --write` writes them again",
-          job->id, printable(job->name), printable(job->outputs_error.value_or("")), job->id);
+          job_label(*job), printable(job->outputs_error.value_or("")), job->id);
     if (!a->out.empty()) {
       if (auto inside = jobs::home_containing(a->out, {home->dir}, Home::kStoreFile))
         return report_failure(invalid_argument(
@@ -108,7 +134,8 @@ void add_results_command(CLI::App& app, const GlobalOptions&, CommandTable& tabl
     }
     if (Status st = write_file_durably(*Env::posix(), a->out, *text); !st.ok())
       return report_failure(st);
-    spdlog::info("wrote {} results of job {} to {}", items->size(), job->id, a->out);
+    spdlog::info("wrote {} results of {} to {}", items->size(), job_label(*job), a->out);
+    if (json) print_written(*job, {a->out}, items->size());
     return kExitOk;
   });
 }

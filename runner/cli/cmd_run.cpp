@@ -6,15 +6,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <memory>
 #include <vector>
 
+#include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "engine/io/read_pool.h"
+#include "engine/io/sysinfo.h"
 #include "engine/util/units.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/exit_codes.h"
@@ -25,6 +28,7 @@
 #include "runner/run/scheduler.h"
 #include "runner/item/stop.h"
 #include "runner/store/home.h"
+#include "runner/store/job_label.h"
 
 namespace nj::runner {
 
@@ -52,9 +56,21 @@ std::string local_datetime(std::time_t t) {
   return buf;
 }
 
-// --until: "HH:MM" (its next occurrence: today if still ahead, else tomorrow) or a date and
-// time "YYYY-MM-DD HH:MM" (also with a T), local time. A date and time must lie ahead of
-// `now` and at most 24 hours away: a run is one night.
+// "1 item", "3 items".
+std::string plural(int64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// An --until HH:MM that passed less than this long ago is refused rather than read as
+// tomorrow: `--until 18:38` at 18:39 is a time that was meant for today (a late start, a
+// typo), and a run until tomorrow's 18:38 would take the whole day. Times further back
+// (`--until 07:00` at 22:00) are the next morning, as a nightly timer means them.
+constexpr double kUntilJustPassed_s = 3600;
+
+// --until: "HH:MM" (its next occurrence: today if still ahead, else tomorrow, unless it
+// passed within kUntilJustPassed_s) or a date and time "YYYY-MM-DD HH:MM" (also with a T),
+// local time. A date and time must lie ahead of `now` and at most 24 hours away: a run is
+// one night.
 Result<std::time_t> parse_until(const std::string& text, std::time_t now) {
   if (text.size() > 5) {
     std::tm tm{};
@@ -72,12 +88,17 @@ Result<std::time_t> parse_until(const std::string& text, std::time_t now) {
     return at;
   }
   NJ_ASSIGN_OR_RETURN(ClockTime clock, parse_clock_time(text));
-  return next_occurrence(clock, now);
-}
-
-// "1 item", "3 items".
-std::string plural(int64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
+  const std::time_t at = next_occurrence(clock, now);
+  const double passed_s = 24 * 3600 - std::difftime(at, now);  // since today's occurrence
+  if (passed_s > 0 && passed_s < kUntilJustPassed_s) {
+    std::string tomorrow = local_datetime(at);
+    tomorrow = tomorrow.substr(0, tomorrow.rfind(' '));  // without the zone
+    const int minutes = static_cast<int>(passed_s / 60);
+    const std::string ago = minutes == 0 ? "under a minute" : plural(minutes, "minute", "minutes");
+    return invalid_argument("'" + text + "' passed " + ago + " ago (it is " + local_datetime(now) +
+                            "); for tomorrow's, give the date: --until '" + tomorrow + "'");
+  }
+  return at;
 }
 
 // The exit-4 line: how many items failed, naming each job by id and name.
@@ -90,11 +111,37 @@ std::string failed_items_text(const RunSummary& summary) {
     std::string ids;
     for (const FailedItem& g : summary.failed_items)
       if (g.job_id == f.job_id) ids += (ids.empty() ? "" : ", ") + g.custom_id;
-    jobs += (jobs.empty() ? "" : "; ") + std::string("job ") + std::to_string(f.job_id) + " (" +
-            f.job_name + "): " + ids;
+    jobs += (jobs.empty() ? "" : "; ") + job_label(f.job_id, f.job_name) + ": " + ids;
   }
   return plural(summary.failed, "item", "items") + " failed for good during this run: " + jobs +
          " (nightjar status JOB gives the errors; nightjar retry JOB [ITEM...] queues them again)";
+}
+
+// [{"id", "name"}] of jobs named by id and name.
+nlohmann::json jobs_json(const std::vector<std::pair<int64_t, std::string>>& jobs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [id, name] : jobs) out.push_back({{"id", id}, {"name", name}});
+  return out;
+}
+
+// `run --stats`: what the run's passes read and computed, all items together, as the model
+// commands' --stats line says it for one run of the model (the same figures are in
+// --output json and in the store's run_ended event).
+std::string run_stats_text(const RunSummary& s, double seconds) {
+  const PassTotals& t = s.passes;
+  const double passes = static_cast<double>(std::max<uint64_t>(1, t.passes));
+  return "read " + format_bytes(static_cast<uint64_t>(std::llround(t.bytes_read))) + " in " +
+         plural(static_cast<int64_t>(t.passes), "pass", "passes") +
+         (t.sweeps ? " (" + plural(static_cast<int64_t>(t.sweeps), "layer sweep", "layer sweeps") +
+                         ")"
+                   : std::string()) +
+         ", " + format_bytes(static_cast<uint64_t>(std::llround(t.bytes_read / passes))) +
+         " per pass; waited " + fmt::format("{:.3f}", t.wait_s) + " s on I/O, computed " +
+         fmt::format("{:.3f}", t.compute_s) + " s; " +
+         plural(static_cast<int64_t>(t.rows), "row", "rows") + " fed, up to " +
+         plural(t.max_sequences, "item", "items") + " per pass; " +
+         plural(s.tokens, "output token", "output tokens") + " in " +
+         fmt::format("{:.1f}", seconds) + " s; peak RSS " + format_bytes(peak_rss_bytes());
 }
 
 // `run --output json`: the run's summary, one object on stdout at its end.
@@ -110,6 +157,7 @@ nlohmann::json run_json(const RunSummary& s, double seconds, std::optional<std::
           {"failed_attempts", s.failed_attempts},
           {"stopped", s.stopped},
           {"outputs_failed", s.outputs_failed},
+          {"outputs_failed_jobs", jobs_json(s.outputs_failed_jobs)},
           {"tokens", s.tokens},
           {"passes", s.passes.passes},
           {"rows", s.passes.rows},
@@ -137,14 +185,16 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
     std::string schedule = "auto";
     std::string output = "text";
     std::string memory;  // refused with the reason: a job's budget is its own
+    bool stats = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub =
       app.add_subcommand("run", "Run queued items, many per pass over the weights, crash-safely");
   add_home_option(*sub, a->home);
   sub->add_option("--until", a->until,
-                  "Stop gracefully at this local time, e.g. 07:00 (its next occurrence), or "
-                  "'2026-12-08 07:00' (at most 24 h away); the log states the date");
+                  "Stop gracefully at this local time, e.g. 07:00 (its next occurrence; a time "
+                  "that passed within the hour is refused), or '2026-12-08 07:00' (at most 24 h "
+                  "away); the log states the date");
   sub->add_flag("--drain", a->drain, "Exit when nothing is queued (default: wait for new work)");
   sub->add_flag("--exclusive", a->exclusive,
                 "The only run on this home: lock it (run.lock) and take over at once the items "
@@ -201,6 +251,9 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
   sub->add_option("--output", a->output,
                   "text, or json: the run's summary as one JSON object on stdout at its end")
       ->check(CLI::IsMember({"text", "json"}));
+  sub->add_flag("--stats", a->stats,
+                "At the end, print what the run's passes read and computed (bytes read, waits, "
+                "rows, the largest batch, peak RSS), as the model commands' --stats");
   // Accepted only to say why not: a job's memory budget is part of the job.
   sub->add_option("--memory", a->memory, "")->group("");
   table.emplace_back(sub, [a, &global]() -> int {
@@ -220,9 +273,6 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
       deadline = *t;
       until_text = a->until + " (" + local_datetime(*deadline) + ", in " +
                    format_duration(std::difftime(*deadline, now)) + ")";
-      if (std::difftime(*deadline, now) > 23 * 3600 && a->until.size() <= 5)
-        spdlog::warn("--until {}: that time has passed today; the run stops tomorrow, {}", a->until,
-                     local_datetime(*deadline));
     }
     if (Status s = apply_compute_options(a->compute); !s.ok())
       return report_usage_error("--simd", s);
@@ -251,16 +301,18 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
     const auto started = std::chrono::steady_clock::now();
     auto summary = run_queue(*home, **store, options, stop, progress);
     if (!summary.ok()) return report_failure(summary.status());
-    if (a->output == "json")
-      print_json(run_json(
-          *summary,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
-          deadline));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (a->output == "json") print_json(run_json(*summary, seconds, deadline));
+    if (a->stats) std::fprintf(stderr, "stats: %s\n", run_stats_text(*summary, seconds).c_str());
     if (summary->outputs_failed > 0) {
+      std::string jobs;
+      for (const auto& [id, name] : summary->outputs_failed_jobs)
+        jobs += (jobs.empty() ? "" : ", ") + job_label(id, name);
       spdlog::error(
-          "the outputs of {} job(s) could not be written (nightjar status shows them; "
+          "the outputs of {} could not be written (nightjar status shows why; "
           "nightjar results JOB --write writes them again)",
-          summary->outputs_failed);
+          jobs);
       return kExitFailure;
     }
     if (summary->failed > 0) {

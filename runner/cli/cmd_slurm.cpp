@@ -2,7 +2,9 @@
 // [--memory SIZE] [--cpus N] [--requeue] [-- extra sbatch args]`: validates the spec as
 // `submit` does and writes the array directory (array_manifest.h): the manifest, the array
 // script (sbatch_script.h) and the folders its tasks write into. With --submit it runs sbatch
-// and prints the Slurm job id; otherwise it prints the script's path.
+// and prints the Slurm job id; otherwise it prints the script's path. With --output json:
+// {"script", "array", "name", "tasks", "items", "submitted", "slurm_job_id"} (null unless
+// submitted).
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,10 +14,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "engine/io/durable.h"
 #include "engine/io/env.h"
@@ -43,6 +47,7 @@ struct SlurmArgs {
   std::string memory;
   int cpus = 0;
   bool requeue = false;
+  std::string output = "text";
   std::vector<std::string> extra;  // after --
 };
 
@@ -150,6 +155,9 @@ void add_slurm_command(CLI::App& app, const GlobalOptions&, CommandTable& table)
       ->check(CLI::PositiveNumber);
   sub->add_flag("--requeue", a->requeue,
                 "sbatch --requeue: a preempted task is requeued and resumes from its checkpoints");
+  sub->add_option("--output", a->output,
+                  "text, or json: the script, the array and the Slurm job id as one object")
+      ->check(CLI::IsMember({"text", "json"}));
   table.emplace_back(sub, [a]() -> int {
     std::string bad_flag;
     auto options = sbatch_options(*a, bad_flag);
@@ -191,15 +199,32 @@ void add_slurm_command(CLI::App& app, const GlobalOptions&, CommandTable& table)
     const auto [lo, hi] = std::minmax_element(per_task.begin(), per_task.end());
     spdlog::info("wrote {}: {} items of '{}' in {} tasks ({}..{} items each)", script,
                  manifest.items.size(), spec->name, a->tasks, *lo, *hi);
+    const auto summary = [&](const std::optional<std::string>& slurm_id) {
+      print_json({{"script", script},
+                  {"array", dir},
+                  {"name", spec->name},
+                  {"tasks", a->tasks},
+                  {"items", manifest.items.size()},
+                  {"submitted", slurm_id.has_value()},
+                  {"slurm_job_id", slurm_id ? nlohmann::json(*slurm_id) : nlohmann::json()}});
+    };
     if (!a->submit) {
-      std::printf("%s\n", script.c_str());
-      std::fflush(stdout);
+      if (a->output == "json") {
+        summary(std::nullopt);
+      } else {
+        std::printf("%s\n", script.c_str());
+        std::fflush(stdout);
+      }
       return kExitOk;
     }
     auto id = call_sbatch(script);
     if (!id.ok()) return report_failure(id.status());
-    std::printf("%s\n", id->c_str());
-    std::fflush(stdout);
+    if (a->output == "json") {
+      summary(*id);
+    } else {
+      std::printf("%s\n", id->c_str());
+      std::fflush(stdout);
+    }
     spdlog::info("submitted Slurm array job {} ({} tasks); then: nightjar merge {}", *id, a->tasks,
                  dir);
     return kExitOk;

@@ -1,6 +1,7 @@
 // `nightjar status [JOB]`, `nightjar cancel JOB`, `nightjar retry JOB`.
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 
 #include <spdlog/spdlog.h>
@@ -16,8 +17,10 @@
 #include "runner/forecast/job_plan.h"
 #include "runner/durable/lease_owner.h"
 #include "runner/item/progress.h"
+#include "runner/report/report.h"
 #include "runner/store/home.h"
 #include "runner/store/job_kind.h"
+#include "runner/store/job_label.h"
 
 namespace nj::runner {
 namespace {
@@ -76,7 +79,7 @@ class EtaModel {
     }
     auto f = forecast_job(*work, shape, *rates_, bandwidth_gbps_);
     if (!f.ok()) {
-      spdlog::warn("job {}: no ETA from the cost model: {}", j.job.id, f.status().message());
+      spdlog::warn("{}: no ETA from the cost model: {}", job_label(j.job), f.status().message());
       return std::nullopt;
     }
     return f->prediction.seconds;
@@ -118,7 +121,22 @@ nlohmann::json job_json(const JobSummary& j, std::optional<double> planned_eta =
   return out;
 }
 
-nlohmann::json item_json(const ItemRow& i, int64_t shared_prompt, double now) {
+// An item's failed attempts over its whole history: the stored count (since its last retry,
+// the one max_attempts applies to) plus what each retry reset.
+int64_t failed_attempts(const ItemRow& i, const std::map<int64_t, RetryHistory>& history) {
+  auto h = history.find(i.id);
+  return i.attempts + (h == history.end() ? 0 : h->second.attempts);
+}
+
+int64_t retries(const ItemRow& i, const std::map<int64_t, RetryHistory>& history) {
+  auto h = history.find(i.id);
+  return h == history.end() ? 0 : h->second.retries;
+}
+
+// "attempts": failed attempts since the last retry (what max_attempts counts);
+// "failed_attempts": over the item's whole history, as `report` counts them; "retries".
+nlohmann::json item_json(const ItemRow& i, int64_t shared_prompt, double now,
+                         const std::map<int64_t, RetryHistory>& history) {
   const double rate = rate_of(i.tokens_done, i.prefill_s + i.decode_s);
   const std::string state = shown_state(i, now);
   nlohmann::json out = {
@@ -128,6 +146,8 @@ nlohmann::json item_json(const ItemRow& i, int64_t shared_prompt, double now) {
       {"max_tokens", i.max_tokens},
       {"prompt_tokens", static_cast<int64_t>(i.prompt_ids.size()) + shared_prompt},
       {"attempts", i.attempts},
+      {"failed_attempts", failed_attempts(i, history)},
+      {"retries", retries(i, history)},
       {"claims", i.claims},
       {"rate_tokens_per_s", rate}};
   out["last_error"] = i.last_error ? nlohmann::json(*i.last_error) : nlohmann::json(nullptr);
@@ -155,9 +175,9 @@ void print_outputs_failures(const std::vector<JobSummary>& jobs) {
   for (const auto& j : jobs)
     if (j.job.outputs_state == "failed")
       std::printf(
-          "job %lld: its outputs could not be written: %s (nightjar results %lld --write "
+          "%s: its outputs could not be written: %s (nightjar results %lld --write "
           "writes them again)\n",
-          (long long)j.job.id, printable(j.job.outputs_error.value_or("")).c_str(),
+          job_label(j.job).c_str(), printable(j.job.outputs_error.value_or("")).c_str(),
           (long long)j.job.id);
 }
 
@@ -184,18 +204,22 @@ void print_jobs_text(const std::vector<JobSummary>& jobs, const std::vector<nloh
   }
 }
 
+// ATTEMPTS: failed attempts over the item's whole history (a retry resets the count that
+// max_attempts applies to, not what happened), RETRIES: how often `retry` queued it again.
 void print_items_text(const JobSummary& j, const nlohmann::json& shown,
-                      const std::vector<ItemRow>& items, double now) {
+                      const std::vector<ItemRow>& items, double now,
+                      const std::map<int64_t, RetryHistory>& history) {
   print_jobs_text({j}, {shown});
   print_outputs_failures({j});
-  std::printf("\n%-24s %-10s %-15s %-9s %-13s %s\n", "ITEM", "STATE", "TOKENS", "ATTEMPTS", "RATE",
-              "LAST ERROR");
+  std::printf("\n%-24s %-10s %-15s %-9s %-8s %-13s %s\n", "ITEM", "STATE", "TOKENS", "ATTEMPTS",
+              "RETRIES", "RATE", "LAST ERROR");
   for (const auto& i : items) {
     char tokens[40];
     std::snprintf(tokens, sizeof tokens, "%lld/%lld", (long long)i.tokens_done,
                   (long long)i.max_tokens);
-    std::printf("%-24s %-10s %-15s %-9d %-13s %s\n", printable(i.custom_id).c_str(),
-                shown_state(i, now).c_str(), tokens, i.attempts,
+    std::printf("%-24s %-10s %-15s %-9lld %-8lld %-13s %s\n", printable(i.custom_id).c_str(),
+                shown_state(i, now).c_str(), tokens, (long long)failed_attempts(i, history),
+                (long long)retries(i, history),
                 rate_text(rate_of(i.tokens_done, i.prefill_s + i.decode_s)).c_str(),
                 printable(i.last_error.value_or("")).c_str());
   }
@@ -269,10 +293,12 @@ void add_status_command(CLI::App& app, const GlobalOptions&, CommandTable& table
     if (!summary.ok()) return report_failure(summary.status());
     auto items = s.items(job->id);
     if (!items.ok()) return report_failure(items.status());
+    auto history = retry_history(s, job->id);
+    if (!history.ok()) return report_failure(history.status());
     if (a->output == "json") {
       nlohmann::json arr = nlohmann::json::array();
       const int64_t shared = shared_prompt_tokens(*job);
-      for (const auto& i : *items) arr.push_back(item_json(i, shared, s.now()));
+      for (const auto& i : *items) arr.push_back(item_json(i, shared, s.now(), *history));
       nlohmann::json j = job_json(*summary, etas.eta(s, *summary));
       if (is_classify(*job)) {
         auto prefix = prefix_json(s, job->id);
@@ -281,7 +307,8 @@ void add_status_command(CLI::App& app, const GlobalOptions&, CommandTable& table
       }
       print_json({{"job", j}, {"items", arr}});
     } else {
-      print_items_text(*summary, job_json(*summary, etas.eta(s, *summary)), *items, s.now());
+      print_items_text(*summary, job_json(*summary, etas.eta(s, *summary)), *items, s.now(),
+                       *history);
     }
     return kExitOk;
   });
@@ -308,7 +335,7 @@ CommandFn job_action(std::shared_ptr<JobActionArgs> a, ItemAction action, const 
     if (!store.ok()) return report_failure(store.status());
     auto job = (*store)->find_job(a->job);
     if (!job.ok()) return report_failure(job.status());
-    const std::string named = "job " + std::to_string(job->id) + " (" + job->name + ")";
+    const std::string named = job_label(*job);
     auto moved = ((**store).*action)(job->id, a->items);
     if (!moved.ok()) {
       // The store names the job by id; say its name too.

@@ -25,6 +25,7 @@
 #include "runner/cli/output.h"
 #include "runner/run/model_args.h"
 #include "runner/store/home.h"
+#include "runner/store/job_label.h"
 
 namespace nj::runner {
 namespace {
@@ -67,19 +68,29 @@ std::optional<std::pair<std::string, Status>> usage_error(const SubmitArgs& a) {
   if (a.openai_batch.empty()) {
     if (a.spec.empty())
       return {{"SPEC", invalid_argument("give a job spec, or --openai-batch FILE --model DIR")}};
-    if (!a.model.empty() || !a.name.empty() || !a.memory.empty())
-      return {{"--model/--name/--memory",
-               invalid_argument("these go with --openai-batch (a spec names its own)")}};
-    if (!a.output_file.empty() || !a.error_file.empty() || a.max_tokens > 0)
-      return {{"--output-file/--error-file/--max-tokens",
-               invalid_argument("these go with --openai-batch (a spec declares outputs: and "
-                                "max_tokens itself)")}};
+    // Each names what the spec says instead, which the flag would silently lose to.
+    const std::pair<bool, std::pair<const char*, const char*>> openai_only[] = {
+        {!a.model.empty(), {"--model", "the spec names its model"}},
+        {!a.name.empty(), {"--name", "the spec names the job"}},
+        {!a.memory.empty(), {"--memory", "the spec's memory: is the job's budget"}},
+        {!a.output_file.empty(), {"--output-file", "a spec declares outputs:"}},
+        {!a.error_file.empty(), {"--error-file", "a spec declares outputs:"}},
+        {a.max_tokens > 0, {"--max-tokens", "a spec gives max_tokens per item or in defaults:"}},
+    };
+    for (const auto& [given, flag] : openai_only)
+      if (given)
+        return {{flag.first, invalid_argument(std::string("goes with --openai-batch, not with a "
+                                                          "job spec (") +
+                                              flag.second + ")")}};
     return std::nullopt;
   }
   if (!a.error_file.empty() && a.output_file.empty())
     return {{"--error-file", invalid_argument("goes with --output-file")}};
   if (!a.allow_outputs.empty())
-    return {{"--allow-outputs", invalid_argument("goes with a spec that declares outputs")}};
+    return {{"--allow-outputs",
+             invalid_argument("does not go with --openai-batch (it goes with a spec that "
+                              "declares outputs; --output-file and --error-file are checked "
+                              "as they are)")}};
   if (!a.spec.empty())
     return {{"--openai-batch", invalid_argument("give a spec or --openai-batch, not both")}};
   if (a.model.empty()) return {{"--openai-batch", invalid_argument("needs --model DIR")}};
@@ -202,10 +213,11 @@ void add_submit_command(CLI::App& app, const GlobalOptions&, CommandTable& table
       std::printf("%lld\n", static_cast<long long>(id));
       std::fflush(stdout);
       if (!queued.created)
-        spdlog::info("job {} '{}' (shard {}) was already queued in {}: nothing submitted", id,
-                     spec->name, shard->to_string(), home->dir);
+        spdlog::info("{} (shard {}) was already queued in {}: nothing submitted",
+                     job_label(id, spec->name), shard->to_string(), home->dir);
       else
-        spdlog::info("queued job {} '{}': {} items{} (home {})", id, spec->name, spec->items.size(),
+        spdlog::info("queued {}: {}{} (home {})", job_label(id, spec->name),
+                     spec->items.size() == 1 ? "1 item" : std::to_string(spec->items.size()) + " items",
                      shard ? " of shard " + shard->to_string() : "", home->dir);
     }
     return kExitOk;

@@ -77,6 +77,13 @@ void add_validate_command(CLI::App& app, const GlobalOptions&, CommandTable& tab
       return report_usage_error(
           a->model.empty() ? "--openai-batch" : "--model",
           invalid_argument(a->model.empty() ? "needs --model DIR" : "goes with --openai-batch"));
+    // A batch file declares no outputs: the flags that check a spec's would be ignored.
+    if (!a->openai_batch.empty() && !a->allow_outputs.empty())
+      return report_conflict("--allow-outputs", "--openai-batch",
+                             "it checks where a spec's outputs go; a batch file declares none");
+    if (!a->openai_batch.empty() && !a->home.empty())
+      return report_conflict("--home", "--openai-batch",
+                             "outputs must stay out of the home; a batch file declares none");
     const std::string& source = a->spec.empty() ? a->openai_batch : a->spec;
     auto spec = a->spec.empty() ? jobs::load_openai_batch({a->openai_batch, a->model, "", {}})
                                 : check_spec(a->spec, a->allow_outputs, a->home);

@@ -70,4 +70,9 @@ int report_usage_error(const std::string& flag, const Status& s) {
   return kExitUsage;
 }
 
+int report_conflict(const std::string& flag, const std::string& other, const std::string& why) {
+  return report_usage_error(
+      flag, invalid_argument("does not go with " + other + (why.empty() ? "" : " (" + why + ")")));
+}
+
 }  // namespace nj::runner

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/util/status.h"
-#include "runner/report/printable.h"  // printable(), used by every command
+#include "runner/store/printable.h"  // printable(), used by every command
 
 namespace nj::runner {
 
@@ -32,6 +32,11 @@ nlohmann::json error_json(int exit_code, const std::string& message);
 // Logs a failed Status at error level ("nightjar: <message>") and returns its exit code;
 // with --output json also prints error_json when nothing was printed yet.
 int report_failure(const Status& s);
+
+// Refuses two flags given together where the command would silently ignore one of them:
+// logs "FLAG: does not go with OTHER (WHY)" (WHY may be empty) and returns the usage exit
+// code (2); with --output json as report_failure.
+int report_conflict(const std::string& flag, const std::string& other, const std::string& why);
 
 // Logs a bad command-line value ("nightjar: --memory: invalid size 'x' ...") and returns
 // the usage exit code (2); with --output json as report_failure.

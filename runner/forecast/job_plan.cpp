@@ -11,6 +11,7 @@
 #include "jobs/spec/label_trie.h"
 #include "runner/run/scheduler.h"
 #include "runner/store/job_kind.h"
+#include "runner/store/job_label.h"
 #include "runner/store/job_settings.h"
 
 namespace nj::runner {
@@ -151,7 +152,7 @@ Result<JobWork> remaining_work(const JobRow& job, const std::vector<ItemRow>& it
                                JobRunShape* shape) {
   const JobSettings settings = JobSettings::of(job);
   if (!settings.is_object())
-    return invalid_argument("job " + std::to_string(job.id) + ": its stored settings are not JSON");
+    return invalid_argument(job_label(job) + ": its stored settings are not JSON");
   shape->model_dir = job.model_dir;
   shape->memory_bytes = job.memory_bytes.value_or(0);
   shape->classify = is_classify(job);

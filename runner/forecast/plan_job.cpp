@@ -16,6 +16,7 @@
 #include "jobs/spec/spec_parser.h"
 #include "runner/run/model_args.h"
 #include "runner/forecast/model_read_probe.h"
+#include "runner/store/job_label.h"
 #include "runner/forecast/job_plan.h"
 #include "runner/item/progress.h"
 #include "runner/run/scheduler.h"
@@ -127,8 +128,7 @@ Result<JobPlanReport> plan_stored_job(const PlanJobArgs& a, const JobRow& job,
   JobRunShape shape;
   NJ_ASSIGN_OR_RETURN(r.work, remaining_work(job, items, &shape));
   if (r.work.items.empty())
-    return failed_precondition("job " + std::to_string(job.id) + " (" + job.name +
-                               ") has no queued or running items left to plan");
+    return failed_precondition(job_label(job) + " has no queued or running items left to plan");
   r.spec.name = job.name;
   r.spec.kind = shape.classify ? jobs::JobKind::kClassify : jobs::JobKind::kGenerate;
   r.spec.model_dir = shape.model_dir;

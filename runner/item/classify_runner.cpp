@@ -18,6 +18,7 @@
 #include "jobs/spec/label_trie.h"
 #include "runner/item/chunked_feed.h"
 #include "runner/item/clock.h"
+#include "runner/store/job_label.h"
 #include "runner/item/item_end.h"
 #include "runner/durable/prefix_states.h"
 #include "runner/store/job_settings.h"
@@ -35,7 +36,7 @@ class ClassifyRun {
         claim_(claim),
         item_(claim.item),
         prefixes_(env.checkpoints.home_dir()),
-        label_("job " + std::to_string(claim.job.id) + " item " + claim.item.custom_id),
+        label_(job_label(claim.job) + " item " + claim.item.custom_id),
         end_(env, claim, label_) {}
 
   Result<AttemptReport> run();

@@ -19,6 +19,7 @@
 #include "jobs/spec/job_spec.h"
 #include "runner/item/chunked_feed.h"
 #include "runner/item/clock.h"
+#include "runner/store/job_label.h"
 #include "runner/item/item_end.h"
 #include "runner/store/job_kind.h"
 
@@ -36,7 +37,7 @@ class ItemRun {
       : env_(env),
         claim_(claim),
         item_(claim.item),
-        label_("job " + std::to_string(claim.job.id) + " item " + item_.custom_id),
+        label_(job_label(claim.job) + " item " + item_.custom_id),
         end_(env, claim, label_),
         prompt_(claim.item.prompt_ids),
         output_(claim.tokens) {
@@ -494,7 +495,7 @@ Result<AttemptReport> ItemRun::run() {
     if (Status s = read_chat_reply_so_far(); !s.ok()) return fail(s.message());
   // Every token stored, only the finish missing (a crash between the two).
   if (static_cast<int64_t>(output_.size()) == params_.max_tokens || output_ended()) return finish();
-  // Output stored by other arithmetic (README "Engine numerics version"): its checkpoint is
+  // Output stored by other arithmetic (docs/design/jobs.md, "Engine numerics version"): its checkpoint is
   // never restored; the tokens are replayed from the prompt and kept only if this arithmetic
   // draws every one of them again, else the output restarts from the prompt.
   const bool other_numerics =

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/util/units.h"
-#include "runner/report/printable.h"
+#include "runner/store/printable.h"
 #include "runner/store/job_kind.h"
 #include "runner/store/job_settings.h"
 
@@ -186,30 +186,34 @@ std::vector<const JobReport*> failures_first(const std::vector<JobReport>& jobs)
   return out;
 }
 
+Result<std::map<int64_t, RetryHistory>> retry_history(JobStore& store, int64_t job_id) {
+  std::map<int64_t, RetryHistory> history;
+  NJ_ASSIGN_OR_RETURN(std::vector<EventRow> events, store.events(job_id, std::nullopt));
+  for (const EventRow& e : events) {
+    if (e.kind != "retried" || !e.item_id) continue;
+    const nlohmann::json d = nlohmann::json::parse(e.detail_json, nullptr, false);
+    RetryHistory& h = history[*e.item_id];
+    ++h.retries;
+    if (d.is_object() && d.contains("attempts") && d["attempts"].is_number_integer())
+      h.attempts += d["attempts"].get<int64_t>();
+  }
+  return history;
+}
+
 Result<JobReport> build_job_report(JobStore& store, const JobRow& job) {
   JobReport r;
   r.job = job;
   if (is_classify(job)) {
     if (auto c = JobSettings::of(job).classify(); c.ok()) r.labels = c->labels;
   }
-  // What each `retry` reset, per item ("retried" events, store/job_store.h).
-  std::map<int64_t, std::pair<int64_t, int64_t>> history;  // item id -> (retries, attempts)
-  NJ_ASSIGN_OR_RETURN(std::vector<EventRow> events, store.events(job.id, std::nullopt));
-  for (const EventRow& e : events) {
-    if (e.kind != "retried" || !e.item_id) continue;
-    const nlohmann::json d = nlohmann::json::parse(e.detail_json, nullptr, false);
-    auto& [retries, attempts] = history[*e.item_id];
-    ++retries;
-    if (d.is_object() && d.contains("attempts") && d["attempts"].is_number_integer())
-      attempts += d["attempts"].get<int64_t>();
-  }
+  NJ_ASSIGN_OR_RETURN(auto history, retry_history(store, job.id));
   NJ_ASSIGN_OR_RETURN(std::vector<ItemRow> items, store.items(job.id));
   for (const ItemRow& row : items) {
     ItemReport i;
     i.failed_attempts = row.attempts;
     if (auto h = history.find(row.id); h != history.end()) {
-      i.retries = h->second.first;
-      i.failed_attempts += h->second.second;
+      i.retries = h->second.retries;
+      i.failed_attempts += h->second.attempts;
     }
     i.custom_id = row.custom_id;
     i.state = row.state;

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -90,6 +91,17 @@ struct JobReport {
 
 // Reads one job's items and results. Store errors.
 Result<JobReport> build_job_report(JobStore& store, const JobRow& job);
+
+// What the `retry`s of one item reset: a retry queues a failed or cancelled item with its
+// attempts at 0 (max_attempts applies afresh), and its "retried" event keeps the count.
+struct RetryHistory {
+  int64_t retries = 0;
+  int64_t attempts = 0;  // failed attempts the retries reset
+};
+
+// Per item id, from the job's "retried" events (store/job_store.h); items never retried are
+// absent. Store errors.
+Result<std::map<int64_t, RetryHistory>> retry_history(JobStore& store, int64_t job_id);
 
 // What a report shows of each job: item lines and the review list's length.
 struct ReportOptions {

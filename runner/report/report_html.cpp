@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "engine/util/units.h"
-#include "runner/report/printable.h"
+#include "runner/store/printable.h"
 
 namespace nj::runner {
 namespace {

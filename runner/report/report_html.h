@@ -25,7 +25,7 @@
 namespace nj::runner {
 
 // Text with &, <, >, " and ' replaced by entities (safe in elements and attributes), and
-// control characters shown as escapes (runner/report/printable.h).
+// control characters shown as escapes (runner/store/printable.h).
 std::string html_escape(std::string_view text);
 
 // The page for `jobs` with at most `options.max_items` items per job in its timeline and

@@ -15,6 +15,7 @@
 #include "jobs/spec/output_paths.h"
 #include "runner/results/openai_results.h"
 #include "runner/results/result_record.h"
+#include "runner/store/job_label.h"
 #include "runner/store/job_kind.h"
 #include "runner/store/job_settings.h"
 
@@ -140,8 +141,8 @@ Result<std::vector<std::string>> write_openai_outputs(JobStore& store, const Job
   auto checked = [&](const std::string& path, const char* flag) -> Status {
     auto resolved = jobs::check_output_path(path, rules);
     if (resolved.ok()) return Status();
-    return invalid_argument("job " + std::to_string(job.id) + " (" + job.name + "): " + flag + " " +
-                            path + ": " + resolved.status().message() + "; not written");
+    return invalid_argument(job_label(job) + ": " + flag + " " + path + ": " +
+                            resolved.status().message() + "; not written");
   };
   NJ_ASSIGN_OR_RETURN(auto items, store.items(job.id));
   OpenAiBatchFiles files;
@@ -191,8 +192,8 @@ Result<std::vector<std::string>> write_declared_outputs(JobStore& store, const J
   auto checked = [&](const std::string& path, const char* key) -> Status {
     auto resolved = jobs::check_output_path(path, rules);
     if (resolved.ok()) return Status();
-    return invalid_argument("job " + std::to_string(job.id) + ": outputs." + key + " " + path +
-                            ": " + resolved.status().message() + "; not written");
+    return invalid_argument(job_label(job) + ": outputs." + key + " " + path + ": " +
+                            resolved.status().message() + "; not written");
   };
   if (c.output_jsonl) {
     NJ_ASSIGN_OR_RETURN(std::string text, results_jsonl(store, job));

@@ -11,6 +11,7 @@
 #include "jobs/chat/chat_format.h"
 #include "jobs/chat/chat_reply.h"
 #include "runner/results/result_record.h"
+#include "runner/store/job_label.h"
 
 namespace nj::runner {
 namespace {
@@ -215,9 +216,8 @@ Status for_each_openai_line(JobStore& store, const JobRow& job, const std::vecto
     OpenAiLineInputs in{tok ? &*tok : nullptr, logprobs ? &*logprobs : nullptr};
     auto line = openai_batch_line(job, item, r, in);
     if (!line.ok() && !tok)
-      return line.status().with_context("job " + std::to_string(job.id) + ": " +
-                                        tok_status.message());
-    if (!line.ok()) return line.status().with_context("job " + std::to_string(job.id));
+      return line.status().with_context(job_label(job) + ": " + tok_status.message());
+    if (!line.ok()) return line.status().with_context(job_label(job));
     emit(*line);
   }
   return Status();

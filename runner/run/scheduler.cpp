@@ -24,6 +24,7 @@
 #include "runner/durable/prefix_states.h"
 #include "runner/durable/sweep_boundaries.h"
 #include "runner/store/job_kind.h"
+#include "runner/store/job_label.h"
 #include "runner/store/job_settings.h"
 #include "jobs/spec/label_trie.h"
 
@@ -31,6 +32,13 @@ namespace nj::runner {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// "job 3 (triage), job 5 (news)".
+std::string job_labels(const std::vector<std::pair<int64_t, std::string>>& jobs) {
+  std::string out;
+  for (const auto& [id, name] : jobs) out += (out.empty() ? "" : ", ") + job_label(id, name);
+  return out;
+}
 
 // "1 item", "3 items".
 std::string plural(int64_t n, const char* one, const char* many) {
@@ -136,12 +144,12 @@ class ModelCache {
     *permanent = false;
     batch_ = plan.batch;
     if (memory > 0 && options_.batch > plan.max_batch)
-      spdlog::warn("--batch {}: the budget {} of job {} holds at most {}; running {} per pass",
-                   options_.batch, format_bytes(memory), job.id, plan.max_batch, batch_);
+      spdlog::warn("--batch {}: the budget {} of {} holds at most {}; running {} per pass",
+                   options_.batch, format_bytes(memory), job_label(job), plan.max_batch, batch_);
     else if (memory == 0 && !sweep_ && options_.batch > batch_)
-      spdlog::warn("--batch {}: job {} has no memory: budget, and with every weight resident "
+      spdlog::warn("--batch {}: {} has no memory: budget, and with every weight resident "
                    "the memory free now ({}) holds at most {}; running {} per pass",
-                   options_.batch, job.id, format_bytes(request.free_memory_bytes), plan.max_batch,
+                   options_.batch, job_label(job), format_bytes(request.free_memory_bytes), plan.max_batch,
                    batch_);
     StreamingOptions streaming;
     streaming.io_threads = options_.io_threads;
@@ -151,9 +159,9 @@ class ModelCache {
     spec_text_ = stored_speculative_text(job);
     if (mode == jobs::SpeculativeMode::kNgram && residency.draft_tokens < plan.asked_draft_tokens)
       spdlog::warn(
-          "job {} (speculative: ngram): the budget leaves room for {} drafted tokens per item "
+          "{} (speculative: ngram): the budget leaves room for {} drafted tokens per item "
           "and pass (asked for {}){}; drafts never take memory from the weights",
-          job.id, residency.draft_tokens, plan.asked_draft_tokens,
+          job_label(job), residency.draft_tokens, plan.asked_draft_tokens,
           residency.draft_tokens == 0 ? ", so its items decode plainly" : "");
     if (Tokenizer::exists_in(job.model_dir)) {
       NJ_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::load(job.model_dir));
@@ -266,12 +274,13 @@ Result<bool> finish_job_if_complete(JobStore& store, const JobRow& job, const Ho
   SweepBoundaries::remove_job(*Env::posix(), home.dir, job.id);
   auto written = write_declared_outputs(store, job, home);
   if (!written.ok()) {
-    spdlog::error("job {}: could not write its outputs: {}", job.id, written.status().message());
+    spdlog::error("{}: could not write its outputs: {}", job_label(job),
+                  written.status().message());
     NJ_RETURN_IF_ERROR(store.record_outputs(job.id, {}, written.status().message()));
     return false;
   }
   if (written->empty()) return true;
-  for (const auto& path : *written) spdlog::info("job {}: wrote {}", job.id, path);
+  for (const auto& path : *written) spdlog::info("{}: wrote {}", job_label(job), path);
   NJ_RETURN_IF_ERROR(store.record_outputs(job.id, *written, std::nullopt));
   return true;
 }
@@ -285,16 +294,17 @@ double retry_wait_s(const SchedulerOptions& options, int attempts) {
 // The run fails while it holds `item`'s lease: gives the item back (queued, attempts
 // unchanged), best effort: when the store cannot take even that, the next run reclaims the
 // lease as it would after a crash, and the log says so.
-void release_after_failure(JobStore& store, const std::string& owner, const ItemRow& item,
-                           const Status& failure) {
+void release_after_failure(JobStore& store, const std::string& owner, const JobRow& job,
+                           const ItemRow& item, const Status& failure) {
   auto released = store.release_lease(item.id, owner, "run failed: " + failure.message());
   if (!released.ok())
     spdlog::error(
-        "could not release the lease of item {} ({}); the next run takes it over as "
+        "{} item {}: could not release its lease ({}); the next run takes it over as "
         "from a process that died",
-        item.custom_id, released.status().message());
+        job_label(job), item.custom_id, released.status().message());
   else if (*released)
-    spdlog::info("released item {}: it is queued again, its attempts unchanged", item.custom_id);
+    spdlog::info("{} item {}: released; it is queued again, its attempts unchanged",
+                 job_label(job), item.custom_id);
 }
 
 // Sleeps up to `seconds`, waking early on a stop.
@@ -412,17 +422,22 @@ class QueueRun {
   // failures.
   Status settle_reclaimed(const std::vector<Reclaimed>& reclaimed) {
     for (const Reclaimed& r : reclaimed) {
+      NJ_ASSIGN_OR_RETURN(JobSummary job, store_.job_summary(r.job_id));
       if (r.state != ItemState::kFailed) {
-        spdlog::warn("job {} item {}: taken over: {}", r.job_id, r.custom_id, r.error);
+        spdlog::warn("{} item {}: taken over: {}", job_label(job.job), r.custom_id, r.error);
         continue;
       }
       ++summary_.failed;
-      NJ_ASSIGN_OR_RETURN(JobSummary job, store_.job_summary(r.job_id));
-      spdlog::error("job {} ({}) item {}: failed for good: {}", r.job_id, job.job.name, r.custom_id, r.error);
+      spdlog::error("{} item {}: failed for good: {}", job_label(job.job), r.custom_id, r.error);
       summary_.failed_items.push_back({r.job_id, job.job.name, r.custom_id, r.error});
       ended_.emplace(r.job_id, job.job);
     }
     return finish_ended_jobs();
+  }
+
+  void outputs_failed(const JobRow& job) {
+    ++summary_.outputs_failed;
+    summary_.outputs_failed_jobs.emplace_back(job.id, job.name);
   }
 
   // Writes the outputs of the jobs in `ended_` that are complete, and forgets them.
@@ -434,7 +449,7 @@ class QueueRun {
         st = outputs_ok.status();
         break;
       }
-      if (!*outputs_ok) ++summary_.outputs_failed;
+      if (!*outputs_ok) outputs_failed(job);
     }
     ended_.clear();
     return st;
@@ -455,15 +470,15 @@ class QueueRun {
   // A claimed item joins the batch (opening the batch's model first when it has none).
   Next join(Claim claim) {
     const ItemRow& item = claim.item;
-    spdlog::info("job {} '{}' item {}: {} ({} of {} tokens stored, {} failed attempts before)",
-                 claim.job.id, claim.job.name, item.custom_id,
+    spdlog::info("{} item {}: {} ({} of {} tokens stored, {} failed attempts before)",
+                 job_label(claim.job), item.custom_id,
                  item.tokens_done > 0 ? "resuming" : "starting", item.tokens_done,
                  item.max_tokens, item.attempts);
     if (claim.alone())
-      spdlog::warn("job {} item {}: runs alone (the process died {} times while it shared a batch)",
-                   claim.job.id, item.custom_id, item.batch_deaths);
+      spdlog::warn("{} item {}: runs alone (the process died {} times while it shared a batch)",
+                   job_label(claim.job), item.custom_id, item.batch_deaths);
     if (Status st = keeper_.add(item.id); !st.ok()) {
-      release_after_failure(store_, owner_, item, st);
+      release_after_failure(store_, owner_, claim.job, item, st);
       fail_run(st);
       return Next::kStopClaiming;
     }
@@ -524,20 +539,20 @@ class QueueRun {
         damaged ? "the model is damaged: " + why.message() + " (fix the file, then `nightjar retry " +
                       std::to_string(claim.job.id) + "`)"
         : permanent && why.code() == StatusCode::kResourceExhausted
-            ? "job " + std::to_string(claim.job.id) + " (memory: " +
+            ? job_label(claim.job) + ", memory: " +
                   (claim.job.memory_bytes ? format_bytes(*claim.job.memory_bytes)
                                           : std::string("none")) +
-                  "): " + why.message() + "; every attempt would fail the same way"
+                  ": " + why.message() + "; every attempt would fail the same way"
             : why.message();
     const bool final = damaged || permanent;
     auto state = store_.fail_attempt(item.id, owner_, Progress{item.tokens_done, {}, 0, 0}, error,
                                      final, final ? std::nullopt : std::optional(wait_s));
     if (!state.ok()) {
-      release_after_failure(store_, owner_, item, state.status());
+      release_after_failure(store_, owner_, claim.job, item, state.status());
       fail_run(state.status());
       return Next::kStopClaiming;
     }
-    spdlog::error("job {} ({}) item {}: {}", claim.job.id, claim.job.name, item.custom_id, error);
+    spdlog::error("{} item {}: {}", job_label(claim.job), item.custom_id, error);
     if (*state == ItemState::kFailed) {
       ++summary_.failed;
       summary_.failed_items.push_back(
@@ -547,11 +562,11 @@ class QueueRun {
         fail_run(outputs_ok.status());
         return Next::kStopClaiming;
       }
-      if (!*outputs_ok) ++summary_.outputs_failed;
+      if (!*outputs_ok) outputs_failed(claim.job);
     } else if (*state == ItemState::kQueued) {
       ++summary_.failed_attempts;
-      spdlog::info("job {} ({}) item {}: next attempt in {}", claim.job.id, claim.job.name,
-                   item.custom_id, format_duration(wait_s));
+      spdlog::info("{} item {}: next attempt in {}", job_label(claim.job), item.custom_id,
+                   format_duration(wait_s));
     }
     return Next::kSkipped;
   }
@@ -614,7 +629,7 @@ class QueueRun {
   Status settle(Held& h) {
     keeper_.remove(h.claim.item.id);
     if (!h.report->ok()) {
-      release_after_failure(store_, owner_, h.claim.item, h.report->status());
+      release_after_failure(store_, owner_, h.claim.job, h.claim.item, h.report->status());
       return h.report->status();
     }
     const AttemptReport& report = **h.report;
@@ -625,8 +640,8 @@ class QueueRun {
     switch (report.outcome) {
       case ItemOutcome::kDone:
         ++summary_.done;
-        spdlog::info("job {} ({}) item {}: done ({} new tokens in {:.2f} s)", h.claim.job.id,
-                     h.claim.job.name, h.claim.item.custom_id, report.tokens_generated,
+        spdlog::info("{} item {}: done ({} new tokens in {:.2f} s)", job_label(h.claim.job),
+                     h.claim.item.custom_id, report.tokens_generated,
                      std::chrono::duration<double>(Clock::now() - h.started).count());
         break;
       case ItemOutcome::kStopped:
@@ -680,8 +695,8 @@ class QueueRun {
                           summary.speculation.passes, summary.speculation.drafted,
                           summary.speculation.accepted)
             : std::string(),
-        summary.outputs_failed ? "; the outputs of " + std::to_string(summary.outputs_failed) +
-                                     " job(s) could not be written"
+        summary.outputs_failed ? "; the outputs of " + job_labels(summary.outputs_failed_jobs) +
+                                     " could not be written"
                                : std::string());
     return Status();
   }

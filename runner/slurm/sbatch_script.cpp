@@ -111,8 +111,12 @@ std::string sbatch_script(const SbatchOptions& o) {
     if (auto margin = deadline_margin_s(*o.time_limit_s)) {
       s += "# --time " + format_time_limit(*o.time_limit_s) + ": stop gracefully " +
            std::to_string(*margin) + " s before Slurm's limit.\n";
-      s += "run_args+=(--until \"$(date -d \"@$(( $(date +%s) + " +
-           std::to_string(*o.time_limit_s - *margin) + " ))\" +%H:%M)\")\n";
+      // The full date and time: an HH:MM within the hour before the start would be refused
+      // (run: "just passed"), and one more than a day ahead would wrap. `run --until` takes
+      // at most 24 h, so a longer limit stops after a day (its items stay queued).
+      const int64_t until_s = std::min<int64_t>(*o.time_limit_s - *margin, kMaxUntilAhead_s);
+      s += "run_args+=(--until \"$(date -d \"@$(( $(date +%s) + " + std::to_string(until_s) +
+           " ))\" \"+%Y-%m-%d %H:%M\")\")\n";
     }
   }
   if (o.cpus) s += "run_args+=(--threads " + std::to_string(*o.cpus) + ")\n";

@@ -5,7 +5,7 @@
 //
 //   nightjar submit SPEC --shard I/N --home HOME     queues shard I once (a re-run queues
 //                                                    nothing: JobStore::submit_shard)
-//   nightjar run --drain --exclusive --home HOME [--until HH:MM] [--threads C]
+//   nightjar run --drain --exclusive --home HOME [--until "YYYY-MM-DD HH:MM"] [--threads C]
 //                                                    resumes from the home's checkpoints,
 //                                                    whichever node the task lands on
 //   nightjar results JOB --home HOME --out DIR/results/task-I.jsonl   (atomic)
@@ -17,7 +17,8 @@
 // resubmission of some tasks (`sbatch --array=1 DIR/job.sbatch`) still runs shard 1 of N.
 // With --time, `run` stops gracefully (checkpoint, commit, exit 0) before Slurm's limit:
 // --until is the task's start + the limit - a margin (a tenth of the limit, at most 5 min),
-// rounded down to the minute; a limit too short for that runs without --until.
+// rounded down to the minute (at most 24 h ahead); a limit too short for that runs without
+// --until.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,10 @@ std::string format_time_limit(int64_t seconds);
 // The seconds before the time limit at which `run` stops (the margin above); nullopt when
 // the limit is too short to leave a whole minute to run.
 std::optional<int64_t> deadline_margin_s(int64_t time_limit_s);
+
+// The furthest --until the script gives: `run --until` refuses a date and time more than
+// 24 hours away; a minute less leaves room for the task's start-up.
+inline constexpr int64_t kMaxUntilAhead_s = 24 * 3600 - 60;
 
 // InvalidArgument when a path cannot be written into the script safely: an #SBATCH line
 // takes no quoting, and '%' is Slurm's file name pattern character.

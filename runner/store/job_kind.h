@@ -10,6 +10,7 @@
 
 #include "jobs/spec/job_spec.h"
 #include "runner/store/job_store.h"
+#include "runner/store/job_label.h"
 #include "runner/store/job_settings.h"
 
 namespace nj::runner {
@@ -41,7 +42,7 @@ inline Result<jobs::SpeculativeMode> stored_speculative_mode(const JobRow& job) 
   if (known_job_kind(job.kind) != jobs::JobKind::kGenerate) return jobs::SpeculativeMode::kOff;
   auto mode = jobs::parse_speculative_mode(stored_speculative_text(job));
   if (!mode.ok())
-    return mode.status().with_context("job " + std::to_string(job.id) + ": speculative");
+    return mode.status().with_context(job_label(job) + ": speculative");
   return *mode;
 }
 

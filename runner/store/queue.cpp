@@ -88,7 +88,7 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
     stale.emplace_back(&r, std::move(why));
     ++batch_of[r.owner];
   }
-  // Who is charged (README "Attempts"): an item that was alone in its process is charged an
+  // Who is charged (docs/design/jobs.md, "Attempts"): an item that was alone in its process is charged an
   // attempt, as its own failure; items that shared a batch are not (any of them, or none,
   // may have brought the process down), each counts a batch death instead, and at
   // kSoloAfterBatchDeaths it runs alone (step 2), where a death is charged to it alone.

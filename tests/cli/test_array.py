@@ -120,7 +120,17 @@ class Array(unittest.TestCase):
                      '"$nightjar" run --drain --exclusive --home "$home" "${run_args[@]}" || rc=$?',
                      "run_args+=(--threads 2)"):
             self.assertIn(line, script)
-        self.assertIn("+ 28500 ))", script)  # --until: 8 h less 300 s
+        self.assertIn("+ 28500 ))\" \"+%Y-%m-%d %H:%M\")", script)  # --until: 8 h less 300 s, dated
+        # A day's limit: an HH:MM would be the hour before the start, which run refuses (issue
+        # 34); the dated form is a day ahead, and a longer limit stops after 24 h less a minute.
+        for limit, ahead in (("24:00:00", 86100), ("30:00:00", 86340)):
+            self.write_array(out, 4, "--time", limit)
+            script = read(os.path.join(out, "job.sbatch"))
+            (line,) = [l for l in script.splitlines() if l.startswith("run_args+=(--until")]
+            self.assertIn(f"+ {ahead} ))", line)
+            until = subprocess.run(["bash", "-c", line + '; printf "%s" "${run_args[1]}"'],
+                                   capture_output=True, text=True).stdout
+            self.assertRegex(until, r"^\d{4}-\d\d-\d\d \d\d:\d\d$")
         for d in ("homes", "results", "logs"):
             self.assertTrue(os.path.isdir(os.path.join(out, d)))
         # The same array again is fine; another task count into the directory is refused.

@@ -4,7 +4,12 @@ commands and options and unexpected arguments in the order given; a repeatable o
 not swallow the positional after it; `results --write` refuses --out/--format; sizes need a
 unit; `run --memory` says why not; `--until` states the date and refuses more than 24 h; a
 truncated model file fails the item at once naming the file and offset; the run's end names
-failed items' jobs by id and name, in the singular where one; `run --output json`."""
+failed items' jobs by id and name, in the singular where one; `run --output json`.
+The second round: `merge` and `slurm` with `--output json`; flags that would be silently
+ignored are refused naming both; the run's log lines name jobs by id and name; `run --stats`;
+an `--until HH:MM` that has just passed is refused; `status` keeps the attempts a retry
+reset; an option before the command is named as such (CLI11 reported `--temp 0.5` there as
+the command '0.5', and its own message listed unexpected arguments last first)."""
 import glob
 import json
 import os
@@ -12,6 +17,7 @@ import re
 import shutil
 import struct
 import subprocess
+import time
 import unittest
 
 import njtest
@@ -99,9 +105,10 @@ class CliEdges(unittest.TestCase):
 
     def test_until_states_its_date_and_refuses_more_than_a_day(self):
         self.nj.submit(self.spec())
-        p = self.nj.run("run", "--drain", "--until", "07:00", *RUN)
+        later = time.strftime("%H:%M", time.localtime(time.time() + 2 * 3600))  # never "just passed"
+        p = self.nj.run("run", "--drain", "--until", later, *RUN)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertRegex(p.stderr, r"until 07:00 \(\d{4}-\d\d-\d\d 07:00 \S+, in ")
+        self.assertRegex(p.stderr, rf"until {later} \(\d{{4}}-\d\d-\d\d {later} \S+, in ")
         for when in ("2099-01-01 07:00", "2001-01-01 07:00", "tomorrow"):
             p = self.nj.run("run", "--drain", "--until", when)
             self.assertEqual(p.returncode, 2, (when, p.stderr))
@@ -163,6 +170,164 @@ class CliEdges(unittest.TestCase):
         self.assertNotIn("one sequence at a time", p.stdout)
         self.assertEqual(self.nj.results(job)[0]["status"], "done")
 
+
+    def test_until_refuses_a_time_that_has_just_passed(self):
+        self.nj.submit(self.spec())
+        now = time.time()
+        passed = time.strftime("%H:%M", time.localtime(now - 120))
+        p = self.nj.run("run", "--drain", "--until", passed, *RUN)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        tomorrow = time.strftime("%Y-%m-%d %H:%M", time.localtime(now - 120 + 24 * 3600))
+        self.assertIn(f"--until: '{passed}' passed", p.stderr)
+        self.assertIn(f"give the date: --until '{tomorrow}'", p.stderr)
+        self.assertEqual(self.nj.status()["jobs"][0]["items"]["queued"], 1, "nothing ran")
+        # The date and time it suggests is taken.
+        p = self.nj.run("run", "--drain", "--until", tomorrow, *RUN)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_merge_and_slurm_answer_output_json(self):
+        spec = self.spec(n=3)
+        arr = os.path.join(self.dir, "arr")
+        p = nightjar("slurm", spec, "--tasks", "1", "--out", arr, "--output", "json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.endswith("}\n"))
+        s = json.loads(p.stdout)
+        self.assertEqual(s, {"script": os.path.join(arr, "job.sbatch"), "array": arr, "name": "job",
+                             "tasks": 1, "items": 3, "submitted": False, "slurm_job_id": None})
+        out = os.path.join(self.dir, "merged.jsonl")
+        # Without --out the records would go to stdout beside the summary.
+        p = nightjar("merge", arr, "--output", "json")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--output json: needs --out", p.stderr)
+        with open(os.path.join(arr, "results", "task-0.jsonl"), "w") as f:
+            f.write(json.dumps({"custom_id": "i0", "status": "done", "output_ids": [1]}) + "\n")
+            f.write(json.dumps({"custom_id": "i1", "status": "failed", "error": "boom"}) + "\n")
+        p = nightjar("merge", arr, "--out", out, "--output", "json")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertTrue(p.stdout.endswith("}\n"))
+        m = json.loads(p.stdout)
+        self.assertEqual((m["items"], m["done"], m["complete"], m["written"], m["out"]), (3, 1, False, 0, None))
+        self.assertEqual(m["gaps"], [{"task": 0, "no_file": False, "missing": ["i2"],
+                                      "not_done": [{"custom_id": "i1", "status": "failed", "error": "boom"}]}])
+        self.assertFalse(os.path.exists(out))
+        with open(os.path.join(arr, "results", "task-0.jsonl"), "w") as f:
+            for k in range(3):
+                f.write(json.dumps({"custom_id": f"i{k}", "status": "done", "output_ids": [k]}) + "\n")
+        p = nightjar("merge", arr, "--out", out, "--output", "json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        m = json.loads(p.stdout)
+        self.assertEqual((m["done"], m["complete"], m["written"], m["out"], m["gaps"]), (3, True, 3, out, []))
+        with open(out) as f:
+            self.assertEqual([json.loads(line)["custom_id"] for line in f], ["i0", "i1", "i2"])
+
+    def test_results_output_json_says_what_was_written(self):
+        # (--write with --output json: cli_openai_batch, on a job with an --output-file)
+        job = self.nj.submit(self.spec(n=2))
+        self.assertEqual(self.nj.run("run", "--drain", *RUN).returncode, 0)
+        out = os.path.join(self.dir, "out.csv")
+        p = self.nj.run("results", str(job), "--out", out, "--format", "csv", "--output", "json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.endswith("}\n"))
+        self.assertEqual(json.loads(p.stdout), {"job": {"id": job, "name": "job"}, "written": [out], "records": 2})
+        p = self.nj.run("results", str(job), "--output", "json")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--output json: needs --out FILE or --write", p.stderr)
+        self.assertIn("error", json.loads(p.stdout))
+
+    def test_flags_that_would_be_ignored_are_refused_naming_both(self):
+        spec = self.spec()
+        batch = os.path.join(self.dir, "batch.jsonl")
+        with open(batch, "w") as f:
+            f.write(json.dumps({"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+                                "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}}) + "\n")
+        prompts = os.path.join(self.dir, "prompts.jsonl")
+        with open(prompts, "w") as f:
+            f.write(json.dumps({"id": "p", "prompt_ids": [1, 2]}) + "\n")
+        home = ["--home", self.nj.home]
+        cases = [
+            (["submit", spec, "--model", MODEL, *home], "--model", "--openai-batch"),
+            (["submit", spec, "--max-tokens", "5", *home], "--max-tokens", "--openai-batch"),
+            (["submit", "--openai-batch", batch, "--model", MODEL, "--allow-outputs", self.dir, *home],
+             "--allow-outputs", "--openai-batch"),
+            (["plan", spec, "--model", MODEL], "--model", "job spec"),
+            (["plan", spec, "--decode-gbps", "4"], "--decode-gbps", "job spec"),
+            (["plan", "--model", MODEL, "--schedule", "sweep"], "--schedule", "--model"),
+            (["plan", "--model", MODEL, *home], "--home", "--model"),
+            (["generate", "--model", MODEL, "--prompt-ids", "1", "--kda-rollback", "snapshots"],
+             "--kda-rollback", "--speculative"),
+            (["generate", "--model", MODEL, "--prompts-file", prompts, "--override-sampling"],
+             "--override-sampling", "--prompts-file"),
+            (["report", "--output", "json", "--items", "5", *home], "--items", "--output json"),
+            (["results", "1", "--write", "--format", "csv", *home], "--format", "--write"),
+            (["validate", "--openai-batch", batch, "--model", MODEL, "--allow-outputs", self.dir],
+             "--allow-outputs", "--openai-batch"),
+        ]
+        self.nj.submit(spec)
+        for args, flag, other in cases:
+            with self.subTest(args=args):
+                p = nightjar(*args)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                line = next((l for l in p.stderr.splitlines() if flag + ":" in l), "")
+                self.assertIn(other, line, p.stderr)
+
+    def test_run_log_lines_name_jobs_by_id_and_name(self):
+        job = self.nj.submit(self.spec("named", n=1))
+        p = self.nj.run("run", "--drain", *RUN)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(f"job {job} (named) item i0: starting", p.stderr)
+        self.assertIn(f"job {job} (named) item i0: done", p.stderr)
+        self.assertNotIn(f"job {job} 'named'", p.stderr)
+        p = self.nj.run("submit", self.spec("second", n=2))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(f"queued job {job + 1} (second): 2 items", p.stderr)
+
+    def test_run_stats(self):
+        self.nj.submit(self.spec(n=2))
+        p = self.nj.run("run", "--drain", "--stats", *RUN, "--output", "json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        summary = json.loads(p.stdout)
+        (line,) = [l for l in p.stderr.splitlines() if l.startswith("stats: ")]
+        self.assertRegex(line, rf"read \S+ \S+ in {summary['passes']} pass(es)?, ")
+        self.assertIn(f"{summary['rows']} rows fed, up to {summary['max_batch']} item", line)
+        self.assertIn(f"{summary['tokens']} output tokens", line)
+        self.assertIn("peak RSS", line)
+
+    def test_status_keeps_the_attempts_a_retry_reset(self):
+        model = os.path.join(self.dir, "model-cut")
+        shutil.copytree(MODEL, model)
+        job = self.nj.submit(self.spec("cut", model=model, n=1, max_attempts=3))
+        (shard,) = glob.glob(os.path.join(model, "*.safetensors"))
+        saved = os.path.join(self.dir, "whole.safetensors")
+        shutil.copy(shard, saved)
+        os.truncate(shard, os.path.getsize(shard) // 2)
+        self.assertEqual(self.nj.run("run", "--drain", *RUN).returncode, 4)
+        p = self.nj.run("retry", str(job))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        (item,) = self.nj.status(job)["items"]
+        self.assertEqual((item["state"], item["attempts"], item["failed_attempts"], item["retries"]),
+                         ("queued", 0, 1, 1))
+        p = self.nj.run("status", str(job))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        header, row = [l for l in p.stdout.splitlines() if l.startswith(("ITEM", "i0"))]
+        self.assertEqual(row.split()[3:5], ["1", "1"], header)  # ATTEMPTS, RETRIES
+        shutil.copy(saved, shard)
+        self.assertEqual(self.nj.run("run", "--drain", *RUN).returncode, 0)
+        (item,) = self.nj.status(job)["items"]
+        self.assertEqual((item["state"], item["failed_attempts"], item["retries"]), ("done", 1, 1))
+
+    def test_generate_at_a_temperature_prints_the_tokens_in_order(self):
+        args = ["generate", "--model", MODEL, "--prompt-ids", "3,5,7", "--temperature", "0.5", "--seed", "9",
+                "--max-tokens", "8", "--threads", "1"]
+        text = nightjar(*args)
+        js = nightjar(*args, "--output", "json")
+        self.assertEqual((text.returncode, js.returncode), (0, 0), text.stderr + js.stderr)
+        self.assertEqual([int(t) for t in text.stdout.split()], json.loads(js.stdout)["output_ids"])
+
+    def test_an_option_before_the_command_is_named(self):
+        p = nightjar("--temp", "0.5", "generate", "--model", MODEL, "--prompt-ids", "1")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("unknown option --temp", p.stderr)
+        self.assertNotIn("'0.5'", p.stderr)
 
 if __name__ == "__main__":
     njtest.main(globals())

@@ -480,7 +480,9 @@ class OpenAiBatch(unittest.TestCase):
         with open(one) as f:
             self.assertEqual(f.read(), self.nj.run("results", "one", "--format", "openai").stdout)
         os.remove(one)
-        self.assertEqual(self.nj.run("results", "one", "--write").returncode, 0)
+        p = self.nj.run("results", "one", "--write", "--output", "json")  # says what it wrote
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout), {"job": {"id": 1, "name": "one"}, "written": [one], "records": 3})
         self.assertTrue(os.path.exists(one))
         # Refused: an error file alone, a file in the home, the input itself, one file twice.
         self.assertEqual(self.submit(path, None, "--error-file", err).returncode, 2)

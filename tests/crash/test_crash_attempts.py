@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Crash tests of who pays for a process death (issue 35, items 1 and 2; README "Attempts").
+"""Crash tests of who pays for a process death (issue 35, items 1 and 2; docs/design/jobs.md, "Attempts").
 
 A `run` killed with SIGKILL (the OOM killer, a power cut) takes every item of its batch down
 with it. The rule: an item alone in its process when it died is charged an attempt; the

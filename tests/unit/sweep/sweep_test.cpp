@@ -174,6 +174,30 @@ TEST_CASE("a sweep computes each sequence's and each branch's bits as it alone (
   check_model(testing::golden_dir("tiny-sharded"));
 }
 
+// Issue 34: a classify item's max_batch (results' engine.max_batch, the report's batch) is the
+// documents that shared its sweep; it counted every branch, so a window of 5 documents with
+// 3 label paths read as a batch of 8.
+TEST_CASE("a sweep's usage counts the window's documents as the batch, not their branches",
+          "[engine][sweep]") {
+  auto model = Model::open(testing::golden_dir("tiny-mxfp4"),
+                           testing::small_model_options({.context = 64}));
+  REQUIRE(model.ok());
+  const Window w = window((*model)->config().vocab);
+  const size_t D = w.docs.size(), B = w.branches.size();
+  std::vector<SweepSequence> seqs(D + B);
+  std::vector<SequenceUsage> usage(D);  // a document's branches are charged to it
+  for (size_t i = 0; i < D; ++i) seqs[i] = SweepSequence{w.docs[i]};
+  for (size_t b = 0; b < B; ++b)
+    seqs[D + b] = SweepSequence{w.branches[b].second, nullptr, w.branches[b].first};
+  for (size_t i = 0; i < D + B; ++i)
+    seqs[i].usage = &usage[static_cast<size_t>(i < D ? static_cast<int>(i) : seqs[i].parent)];
+  Sweep sweep((*model)->config(), (*model)->weights(), SweepOptions{});
+  REQUIRE(sweep.run(seqs).ok());
+  CHECK(sweep.last().sequences == static_cast<int>(D + B));
+  CHECK(sweep.last().roots == static_cast<int>(D));
+  for (const SequenceUsage& u : usage) CHECK(u.max_batch == static_cast<int>(D));
+}
+
 TEST_CASE("a sweep reads each trunk layer once and each expert at most once per layer",
           "[engine][sweep]") {
   const std::string dir = testing::golden_dir("tiny-mxfp4");

@@ -1,5 +1,5 @@
 // printable(): text made safe for a terminal.
-#include "runner/report/printable.h"
+#include "runner/store/printable.h"
 
 #include <cstdio>
 
