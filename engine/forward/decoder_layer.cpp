@@ -67,7 +67,7 @@ void attention_half(const ModelConfig& c, int l, const LayerWeights& w, const St
 void finish_layer(const ModelConfig& c, const StreamRows& s) {
   const size_t th = static_cast<size_t>(s.rows) * static_cast<size_t>(c.hidden);
   for (size_t i = 0; i < th; ++i) s.prefix[i] = s.prefix[i] + s.a[i];
-  std::copy_n(s.prefix, th, s.h);
+  if (s.h != s.prefix) std::copy_n(s.prefix, th, s.h);
 }
 
 void head_input(const ModelConfig& c, const HeadWeights& hw, const StreamRows& s,

@@ -46,6 +46,7 @@ void attention_half(const ModelConfig& c, int l, const LayerWeights& w, const St
                     std::span<const SeqRows> seqs, Activations& acts, int kda_layer);
 
 // The residual after the FFN half (a = FFN(xn), dense or MoE): prefix += a; h = prefix.
+// h may be the prefix's buffer (the layer sweep keeps one between the halves, where h is dead).
 void finish_layer(const ModelConfig& c, const StreamRows& s);
 
 // The head's input: out = RMSNorm(attn_res(bank + [h]), norm) for each of `rows` (indices

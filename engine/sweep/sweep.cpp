@@ -17,9 +17,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // The window's residual stream (what crosses layer boundaries) and the FFN half's buffers,
-// all sized for the window's rows.
+// all sized for the window's rows. One buffer per row serves as h at the layer boundaries
+// and as the running prefix inside a layer (prefix = h as the layer starts; between the
+// halves h is dead: the FFN reads xn); the attention half's h is a chunk's.
 struct WindowBuffers {
-  std::vector<float> h, prefix, blocks, xn, a, mix;  // [rows][hidden]; blocks [banks][rows][hidden]
+  std::vector<float> h, chunk_h, blocks, xn, a, mix;  // [rows][hidden]; chunk_h [chunk rows][hidden];
+                                                      // blocks [banks][rows][hidden]
   MoeActivations moe;
   FfnActivations ffn;
 };
@@ -30,7 +33,7 @@ void visit_window(W& w, const ModelConfig& c, size_t R, size_t ffn_rows, F&& f) 
   const size_t hs = static_cast<size_t>(c.hidden);
   const size_t banks = static_cast<size_t>(banked_before(c, c.layers));
   f(w.h, R * hs);
-  f(w.prefix, R * hs);
+  f(w.chunk_h, ffn_rows * hs);
   f(w.blocks, banks * R * hs);
   f(w.xn, R * hs);
   f(w.a, R * hs);
@@ -137,7 +140,7 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
                [](auto& buf, size_t n) { buf.resize(n); });
   Activations chunk;
   chunk.allocate(c, chunk_shape(shape));
-  const StreamRows all{R, win.h.data(), win.prefix.data(), win.blocks.data(), static_cast<size_t>(R) * hs,
+  const StreamRows all{R, win.h.data(), win.h.data(), win.blocks.data(), static_cast<size_t>(R) * hs,
                        win.xn.data(), win.a.data(), win.mix.data()};
   double wait = 0;
   auto timed = [&](auto&& fn) {
@@ -203,7 +206,11 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
           const int lo = std::max(a0, r), hi = std::min(a1, r + n);
           if (lo < hi) chunk_rows.push_back(SeqRows{&states[static_cast<size_t>(i)], lo - r, hi - lo, -1});
         }
-        attention_half(c, l, w, all.slice(r, n, c.hidden), chunk_rows, chunk, kda_layer);
+        // The chunk's h enters as the window's stream; the stream becomes its prefix.
+        StreamRows rows = all.slice(r, n, c.hidden);
+        std::copy_n(rows.prefix, static_cast<size_t>(n) * hs, win.chunk_h.data());
+        rows.h = win.chunk_h.data();
+        attention_half(c, l, w, rows, chunk_rows, chunk, kda_layer);
       }
     }
     if (!w.is_mla) ++kda_layer;
