@@ -112,25 +112,27 @@ def write_generate(work, model, memory, items, tokens, docs):
     return spec, pfile
 
 
-def plan(binary, spec, disk_seconds, batch=None):
+def plan(binary, spec, disk_seconds, batch=None, schedule=None):
     """`plan SPEC` with the disk rate of its own probe of the model's files."""
     args = [binary, "plan", spec, "--measure-disk", str(disk_seconds), "--threads", str(THREADS), "--output", "json"]
     if batch:
         args += ["--batch", str(batch)]
+    if schedule:
+        args += ["--schedule", schedule]
     p = subprocess.run(args, capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit("plan failed (%d): %s" % (p.returncode, p.stderr))
     return json.loads(p.stdout)
 
 
-def run_job(binary, home, spec, batch=None):
+def run_job(binary, home, spec, batch=None, schedule=None):
     """A fresh home, the job submitted, `run --drain` timed from a cold cache."""
     shutil.rmtree(home, ignore_errors=True)
     nj = njtest.Nightjar(binary, home)
     job = nj.submit(spec)
     drop_caches()
     args = ["run", "--drain", "--log-seconds", "100000", "--threads", str(THREADS)] + (
-        ["--batch", str(batch)] if batch else [])
+        ["--batch", str(batch)] if batch else []) + (["--schedule", schedule] if schedule else [])
     t0 = time.monotonic()
     p = nj.run(*args, timeout=7200)
     wall = time.monotonic() - t0
@@ -168,6 +170,8 @@ def main():
     ap.add_argument("--disk-seconds", type=float, default=30,
                     help="how long plan SPEC --measure-disk reads the model's files before each run")
     ap.add_argument("--threads", type=int, default=2, help="compute threads of every plan, run and generate")
+    ap.add_argument("--schedule", choices=["sweep", "passes"],
+                    help="the batched classify run's schedule (default: run's choice, layer sweeps)")
     a = ap.parse_args()
     global THREADS
     THREADS = a.threads
@@ -186,8 +190,9 @@ def main():
         spec = write_classify(work, a.classify_model, a.memory, docs)
         rows = []
         for label, batch in (("one at a time", 1), ("batched", None)):
-            predicted = plan(binary, spec, a.disk_seconds, batch)
-            r = run_job(binary, os.path.join(work, "home-c-%s" % (batch or "b")), spec, batch)
+            schedule = None if batch else a.schedule
+            predicted = plan(binary, spec, a.disk_seconds, batch, schedule)
+            r = run_job(binary, os.path.join(work, "home-c-%s" % (batch or "b")), spec, batch, schedule)
             e = r["ended"]
             rows.append({"label": label, "batch": e["max_batch"], "passes": e["passes"], "wall": r["wall"],
                          "io_wait_s": e["io_wait_s"], "compute_s": e["compute_s"],
