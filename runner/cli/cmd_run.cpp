@@ -170,24 +170,125 @@ nlohmann::json run_json(const RunSummary& s, double seconds, std::optional<std::
           {"failed_items", failed}};
 }
 
+struct RunArgs {
+  std::string home;
+  std::string until;
+  bool drain = false;
+  bool exclusive = false;
+  int64_t max_items = 0;
+  ModelArgs compute;
+  SchedulerOptions sched;
+  double log_interval_s = 30;
+  std::string schedule = "auto";
+  std::string output = "text";
+  std::string memory;  // refused with the reason: a job's budget is its own
+  bool stats = false;
+};
+
+// When items commit, checkpoint and hold their leases, and how an idle or failing run waits.
+void add_cadence_options(CLI::App& sub, SchedulerOptions& sched) {
+  ItemRunOptions& item = sched.item;
+  sub.add_option("--commit-tokens", item.commit_tokens,
+                  "Store output tokens when this many are pending (default 64)")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--commit-seconds", item.commit_interval_s,
+                  "... or when this long has passed since the last commit (default 1)")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--checkpoint-tokens", item.checkpoint_tokens,
+                  "Save a state checkpoint every this many tokens (default 2048)")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--checkpoint-seconds", item.checkpoint_interval_s,
+                  "... or every this many seconds (default 120)")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--lease-seconds", sched.lease_s,
+                  "How long an item's lease holds without a heartbeat (default 600)")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--retry-seconds", sched.retry_s,
+                  "Wait before retrying an item whose model cannot be opened; doubles with "
+                  "each failed attempt, at most an hour (default 60)")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--poll-seconds", sched.poll_interval_s,
+                  "How often an idle run looks for new work (default 5)")
+      ->check(CLI::PositiveNumber);
+  // Engineering switch (hidden): classify items feed the template prefix themselves instead
+  // of restoring the job's prefix state, for benchmarks of what the reuse saves.
+  sub.add_flag_function(
+         "--no-prefix-reuse", [p = &item](int64_t) { p->prefix_reuse = false; },
+         "Classify items prefill the template prefix themselves (benchmarks)")
+      ->group("");
+}
+
+// `nightjar run`: the queue, crash-safely, until it drains, --until or a signal.
+int run_command(RunArgs a, const GlobalOptions& global) {
+  StopControl::install_signal_handlers();  // first: a signal during start-up stops gracefully too
+  auto home = resolve_home(a.home);
+  if (!home.ok()) return report_usage_error("--home", home.status());
+  if (!a.memory.empty())
+    return report_usage_error(
+        "--memory", invalid_argument("a job's memory budget is part of the job: `memory:` in "
+                                     "its spec, or `submit --openai-batch ... --memory SIZE`"));
+  std::optional<std::time_t> deadline;
+  std::string until_text;
+  if (!a.until.empty()) {
+    const std::time_t now = std::time(nullptr);
+    auto t = parse_until(a.until, now);
+    if (!t.ok()) return report_usage_error("--until", t.status());
+    deadline = *t;
+    until_text = a.until + " (" + local_datetime(*deadline) + ", in " +
+                 format_duration(std::difftime(*deadline, now)) + ")";
+  }
+  if (Status s = apply_compute_options(a.compute); !s.ok())
+    return report_usage_error("--simd", s);
+  if (Status s = apply_schedule(a.schedule, a.sched); !s.ok())
+    return report_usage_error("--schedule", s);
+  // Only `submit` creates a home: a mistyped --home or NIGHTJAR_HOME (a timer's environment)
+  // must fail the night (exit 3, naming the path), not run an empty queue and exit 0.
+  auto store = open_home_store(*home, /*create=*/false);
+  if (!store.ok()) return report_failure(store.status());
+  StopControl stop(deadline, a.until);
+  auto lock = HomeLock::acquire(*home, stop, a.exclusive);
+  if (!lock.ok()) {
+    if (lock.status().code() == StatusCode::kCancelled) return kExitOk;  // a graceful stop
+    return report_failure(lock.status());
+  }
+
+  const bool tty = isatty(STDERR_FILENO) && global.verbosity >= 0;
+  auto status_line = setup_run_logging(tty, global.verbosity, home->log_path());
+  ProgressReporter progress(status_line, a.log_interval_s);
+  SchedulerOptions options = a.sched;
+  options.drain = a.drain;
+  options.exclusive = a.exclusive;
+  if (a.max_items > 0) options.max_items = a.max_items;
+  spdlog::info("run started (pid {}, home {}{})", getpid(), home->dir,
+               deadline ? ", until " + until_text : std::string());
+  const auto started = std::chrono::steady_clock::now();
+  auto summary = run_queue(*home, **store, options, stop, progress);
+  if (!summary.ok()) return report_failure(summary.status());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (a.output == "json") print_json(run_json(*summary, seconds, deadline));
+  if (a.stats) std::fprintf(stderr, "stats: %s\n", run_stats_text(*summary, seconds).c_str());
+  if (summary->outputs_failed > 0) {
+    std::string jobs;
+    for (const auto& [id, name] : summary->outputs_failed_jobs)
+      jobs += (jobs.empty() ? "" : ", ") + job_label(id, name);
+    spdlog::error(
+        "the outputs of {} could not be written (nightjar status shows why; "
+        "nightjar results JOB --write writes them again)",
+        jobs);
+    return kExitFailure;
+  }
+  if (summary->failed > 0) {
+    spdlog::error("{}", failed_items_text(*summary));
+    return kExitItemsFailed;
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& table) {
-  struct Args {
-    std::string home;
-    std::string until;
-    bool drain = false;
-    bool exclusive = false;
-    int64_t max_items = 0;
-    ModelArgs compute;
-    SchedulerOptions sched;
-    double log_interval_s = 30;
-    std::string schedule = "auto";
-    std::string output = "text";
-    std::string memory;  // refused with the reason: a job's budget is its own
-    bool stats = false;
-  };
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<RunArgs>();
   CLI::App* sub =
       app.add_subcommand("run", "Run queued items, many per pass over the weights, crash-safely");
   add_home_option(*sub, a->home);
@@ -216,35 +317,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
                   "Reads in flight when a job's memory budget streams (default 8, at most " +
                       std::to_string(kMaxIoThreads) + ")")
       ->check(CLI::Range(1, kMaxIoThreads));
-  ItemRunOptions& item = a->sched.item;
-  sub->add_option("--commit-tokens", item.commit_tokens,
-                  "Store output tokens when this many are pending (default 64)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--commit-seconds", item.commit_interval_s,
-                  "... or when this long has passed since the last commit (default 1)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--checkpoint-tokens", item.checkpoint_tokens,
-                  "Save a state checkpoint every this many tokens (default 2048)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--checkpoint-seconds", item.checkpoint_interval_s,
-                  "... or every this many seconds (default 120)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--lease-seconds", a->sched.lease_s,
-                  "How long an item's lease holds without a heartbeat (default 600)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--retry-seconds", a->sched.retry_s,
-                  "Wait before retrying an item whose model cannot be opened; doubles with "
-                  "each failed attempt, at most an hour (default 60)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--poll-seconds", a->sched.poll_interval_s,
-                  "How often an idle run looks for new work (default 5)")
-      ->check(CLI::PositiveNumber);
-  // Engineering switch (hidden): classify items feed the template prefix themselves instead
-  // of restoring the job's prefix state, for benchmarks of what the reuse saves.
-  sub->add_flag_function(
-         "--no-prefix-reuse", [&item](int64_t) { item.prefix_reuse = false; },
-         "Classify items prefill the template prefix themselves (benchmarks)")
-      ->group("");
+  add_cadence_options(*sub, a->sched);
   sub->add_option("--log-seconds", a->log_interval_s,
                   "Progress log line interval when stderr is not a terminal (default 30)")
       ->check(CLI::PositiveNumber);
@@ -256,71 +329,7 @@ void add_run_command(CLI::App& app, const GlobalOptions& global, CommandTable& t
                 "rows, the largest batch, peak RSS), as the model commands' --stats");
   // Accepted only to say why not: a job's memory budget is part of the job.
   sub->add_option("--memory", a->memory, "")->group("");
-  table.emplace_back(sub, [a, &global]() -> int {
-    StopControl::install_signal_handlers();  // first: a signal during start-up stops gracefully too
-    auto home = resolve_home(a->home);
-    if (!home.ok()) return report_usage_error("--home", home.status());
-    if (!a->memory.empty())
-      return report_usage_error(
-          "--memory", invalid_argument("a job's memory budget is part of the job: `memory:` in "
-                                       "its spec, or `submit --openai-batch ... --memory SIZE`"));
-    std::optional<std::time_t> deadline;
-    std::string until_text;
-    if (!a->until.empty()) {
-      const std::time_t now = std::time(nullptr);
-      auto t = parse_until(a->until, now);
-      if (!t.ok()) return report_usage_error("--until", t.status());
-      deadline = *t;
-      until_text = a->until + " (" + local_datetime(*deadline) + ", in " +
-                   format_duration(std::difftime(*deadline, now)) + ")";
-    }
-    if (Status s = apply_compute_options(a->compute); !s.ok())
-      return report_usage_error("--simd", s);
-    if (Status s = apply_schedule(a->schedule, a->sched); !s.ok())
-      return report_usage_error("--schedule", s);
-    // Only `submit` creates a home: a mistyped --home or NIGHTJAR_HOME (a timer's environment)
-    // must fail the night (exit 3, naming the path), not run an empty queue and exit 0.
-    auto store = open_home_store(*home, /*create=*/false);
-    if (!store.ok()) return report_failure(store.status());
-    StopControl stop(deadline, a->until);
-    auto lock = HomeLock::acquire(*home, stop, a->exclusive);
-    if (!lock.ok()) {
-      if (lock.status().code() == StatusCode::kCancelled) return kExitOk;  // a graceful stop
-      return report_failure(lock.status());
-    }
-
-    const bool tty = isatty(STDERR_FILENO) && global.verbosity >= 0;
-    auto status_line = setup_run_logging(tty, global.verbosity, home->log_path());
-    ProgressReporter progress(status_line, a->log_interval_s);
-    SchedulerOptions options = a->sched;
-    options.drain = a->drain;
-    options.exclusive = a->exclusive;
-    if (a->max_items > 0) options.max_items = a->max_items;
-    spdlog::info("run started (pid {}, home {}{})", getpid(), home->dir,
-                 deadline ? ", until " + until_text : std::string());
-    const auto started = std::chrono::steady_clock::now();
-    auto summary = run_queue(*home, **store, options, stop, progress);
-    if (!summary.ok()) return report_failure(summary.status());
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (a->output == "json") print_json(run_json(*summary, seconds, deadline));
-    if (a->stats) std::fprintf(stderr, "stats: %s\n", run_stats_text(*summary, seconds).c_str());
-    if (summary->outputs_failed > 0) {
-      std::string jobs;
-      for (const auto& [id, name] : summary->outputs_failed_jobs)
-        jobs += (jobs.empty() ? "" : ", ") + job_label(id, name);
-      spdlog::error(
-          "the outputs of {} could not be written (nightjar status shows why; "
-          "nightjar results JOB --write writes them again)",
-          jobs);
-      return kExitFailure;
-    }
-    if (summary->failed > 0) {
-      spdlog::error("{}", failed_items_text(*summary));
-      return kExitItemsFailed;
-    }
-    return kExitOk;
-  });
+  table.emplace_back(sub, [a, &global]() -> int { return run_command(*a, global); });
 }
 
 }  // namespace nj::runner

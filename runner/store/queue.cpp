@@ -46,24 +46,19 @@ Status requeue_or_fail(sql::Db& db, int64_t id, bool fail, int attempts, const s
   return u.bind(5, retry_at).bind(6, id).run();
 }
 
-}  // namespace
-
-Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, double lease_s,
-                                                  const OwnerAliveFn& alive,
-                                                  const ClaimFilter& filter,
-                                                  std::vector<Reclaimed>* reclaimed) {
-  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
-  const double now = clock_();
-
-  // 1. Reclaim stale leases: expired, or held by a process that no longer exists. A lease in
-  // our own name is stale too unless this process says it holds the item now (an earlier,
-  // unfinished attempt of this process: a run that ended on a store error, say).
+// Step 1 of claim_next: reclaims stale leases (expired, or held by a process that no longer
+// exists), in the caller's transaction.
+Status reclaim_stale_leases(sql::Db& db, const std::string& owner, double now,
+                            const OwnerAliveFn& alive, const ClaimFilter& filter,
+                            std::vector<Reclaimed>* reclaimed) {
+  // A lease in our own name is stale too unless this process says it holds the item now (an
+  // earlier, unfinished attempt of this process: a run that ended on a store error, say).
   std::vector<RunningItem> running;
   {
     NJ_ASSIGN_OR_RETURN(
-        Stmt s, db_->prepare("SELECT i.id, i.job_id, i.custom_id, i.lease_owner, i.lease_expires, "
-                             "i.attempts, j.max_attempts, i.batch_deaths FROM items i "
-                             "JOIN jobs j ON j.id = i.job_id WHERE i.state = 'running'"));
+        Stmt s, db.prepare("SELECT i.id, i.job_id, i.custom_id, i.lease_owner, i.lease_expires, "
+                           "i.attempts, j.max_attempts, i.batch_deaths FROM items i "
+                           "JOIN jobs j ON j.id = i.job_id WHERE i.state = 'running'"));
     for (;;) {
       NJ_ASSIGN_OR_RETURN(bool row, s.step());
       if (!row) break;
@@ -101,7 +96,7 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
       const bool fail = attempts >= r->max_attempts;
       if (fail) out.state = ItemState::kFailed;
       // retry_at is cleared: a running item's was in the past when it was claimed.
-      NJ_RETURN_IF_ERROR(requeue_or_fail(*db_, r->id, fail, attempts, why, now, std::nullopt));
+      NJ_RETURN_IF_ERROR(requeue_or_fail(db, r->id, fail, attempts, why, now, std::nullopt));
       detail["attempts"] = attempts;
     } else {
       const int deaths = r->batch_deaths + 1;
@@ -110,19 +105,33 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
                   (deaths == 1 ? " batch death" : " batch deaths") +
                   (deaths >= kSoloAfterBatchDeaths ? ": it runs alone from now on)" : ")");
       NJ_ASSIGN_OR_RETURN(
-          Stmt u, db_->prepare("UPDATE items SET state = 'queued', batch_deaths = ?, "
-                               "last_error = ?, lease_owner = NULL, lease_expires = NULL, "
-                               "retry_at = NULL WHERE id = ?"));
+          Stmt u, db.prepare("UPDATE items SET state = 'queued', batch_deaths = ?, "
+                             "last_error = ?, lease_owner = NULL, lease_expires = NULL, "
+                             "retry_at = NULL WHERE id = ?"));
       NJ_RETURN_IF_ERROR(u.bind(1, deaths).bind(2, out.error).bind(3, r->id).run());
       detail["attempts"] = r->attempts;
       detail["batch_deaths"] = deaths;
     }
     detail["error"] = out.error;
-    NJ_RETURN_IF_ERROR(insert_event(*db_, now, r->job_id, r->id,
+    NJ_RETURN_IF_ERROR(insert_event(db, now, r->job_id, r->id,
                                     out.state == ItemState::kFailed ? "failed" : "lease_reclaimed",
                                     detail.dump()));
     if (reclaimed) reclaimed->push_back(std::move(out));
   }
+  return Status();
+}
+
+}  // namespace
+
+Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, double lease_s,
+                                                  const OwnerAliveFn& alive,
+                                                  const ClaimFilter& filter,
+                                                  std::vector<Reclaimed>* reclaimed) {
+  NJ_ASSIGN_OR_RETURN(auto txn, Transaction::begin(*db_, Sync::kFull));
+  const double now = clock_();
+
+  // 1. Reclaim stale leases: expired, or held by a process that no longer exists.
+  NJ_RETURN_IF_ERROR(reclaim_stale_leases(*db_, owner, now, alive, filter, reclaimed));
 
   // 2. The next queued item: job priority, then FIFO by job, then spec order.
   NJ_ASSIGN_OR_RETURN(
