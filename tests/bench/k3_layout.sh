@@ -4,14 +4,11 @@
 # (tests/reference/k3_tokenizer_gen.py), both made under build/bench-models when missing.
 nj=${NIGHTJAR_BIN:-build/runner/nightjar}
 [ -x "$nj" ] || { echo "build first: $nj is missing" >&2; exit 1; }
+. tests/bench/bench_models.sh
 sparse=build/bench-models/k3-sparse
 model=build/bench-models/k3-plan
 if [ ! -f "$sparse/config.json" ]; then
   mkdir -p "$(dirname "$sparse")"
   /usr/bin/python3 ../shared/tools/make_sparse_k3.py --out "$sparse"
 fi
-if [ ! -f "$model/tiktoken.model" ]; then
-  mkdir -p "$model"
-  for f in "$sparse"/*; do ln -sf "$(realpath "$f")" "$model/"; done
-  /usr/bin/python3 tests/reference/k3_tokenizer_gen.py "$model" > /dev/null
-fi
+with_k3_tokenizer "$sparse" "$model"

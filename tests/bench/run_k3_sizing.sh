@@ -5,7 +5,7 @@
 # window), kernels probed on this machine's cores (--threads), reads at --bandwidth. The
 # "with C cores" columns divide the planned compute by C/threads: an estimate (the kernels'
 # rows are split statically across threads), not a measurement.
-# The model and tokenizer are those of tests/bench/run_k3_plan.sh (built when missing).
+# The model and tokenizer are tests/bench/k3_layout.sh's (made when missing).
 #   tests/bench/run_k3_sizing.sh [--bandwidth GBps] [--docs N] [--threads N] [--night-hours H]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,12 +24,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--bandwidth GBps] [--docs N] [--threads N] [--night-hours H] [--memories 'A B']" >&2; exit 2 ;;
   esac
 done
-nj=${NIGHTJAR_BIN:-build/runner/nightjar}
-[ -x "$nj" ] || { echo "build first: $nj is missing" >&2; exit 1; }
-model=build/bench-models/k3-plan
-if [ ! -f "$model/tiktoken.model" ]; then
-  tests/bench/run_k3_plan.sh --docs 1 > /dev/null  # makes the layout and its tokenizer
-fi
+. tests/bench/k3_layout.sh  # nj, model
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 - "$nj" "$model" "$work" "$docs" "$bandwidth" "$threads" "$night" $memories <<'PY'

@@ -16,27 +16,10 @@
 #   tests/bench/run_night_bench.sh [--bench-8g DIR] [bench_night.py options, e.g. --docs 64]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-# need_free GB DIR WHAT: stop unless DIR's filesystem has GB free for generating WHAT.
-need_free() {
-  local free_kb
-  free_kb=$(df -Pk "$2" 2>/dev/null | awk 'NR==2 {print $4}' || echo 0)
-  if [ "${free_kb:-0}" -lt $(($1 * 1024 * 1024)) ]; then
-    echo "need $1 GB free under $2 to generate $3" >&2; exit 1
-  fi
-}
+. tests/bench/bench_models.sh
 bench8g=build/bench-models/bench-8g
 if [ "${1:-}" = "--bench-8g" ]; then bench8g=$2; shift 2; fi
-model=build/bench-models/night-8g
-if [ ! -f "$bench8g/config.json" ]; then
-  mkdir -p "$(dirname "$bench8g")"
-  need_free 20 "$(dirname "$bench8g")" "bench-8g (9.35 GB)"
-  /usr/bin/python3 ../shared/tools/make_bench_ckpt.py --out "$bench8g"
-fi
-if [ ! -f "$model/tiktoken.model" ]; then
-  mkdir -p "$model"
-  for f in "$bench8g"/*; do ln -sf "$(realpath "$f")" "$model/"; done
-  /usr/bin/python3 tests/reference/k3_tokenizer_gen.py "$model" > /dev/null
-fi
+bench8g_with_tokenizer "$bench8g"  # sets model
 cls=build/bench-models/night-cls
 [ -f "$cls/config.json" ] || need_free 6 build "$cls (3.2 GB)"
 /usr/bin/python3 tests/reference/make_model.py --out "$cls" --if-missing --preset small --tokenizer \

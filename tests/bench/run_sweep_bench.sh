@@ -9,14 +9,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bench8g=build/bench-models/bench-8g
 if [ "${1:-}" = "--bench-8g" ]; then bench8g=$2; shift 2; fi
-model=build/bench-models/night-8g
-if [ ! -f "$bench8g/config.json" ]; then
-  mkdir -p "$(dirname "$bench8g")"
-  /usr/bin/python3 ../shared/tools/make_bench_ckpt.py --out "$bench8g"
-fi
-if [ ! -f "$model/tiktoken.model" ]; then
-  mkdir -p "$model"
-  for f in "$bench8g"/*; do ln -sf "$(realpath "$f")" "$model/"; done
-  /usr/bin/python3 tests/reference/k3_tokenizer_gen.py "$model" > /dev/null
-fi
+. tests/bench/bench_models.sh
+bench8g_with_tokenizer "$bench8g"  # sets model
 exec /usr/bin/python3 tests/bench/bench_sweep.py --bin build/runner/nightjar --model "$model" "$@"
