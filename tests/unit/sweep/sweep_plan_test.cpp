@@ -2,11 +2,10 @@
 // and only when, it holds more documents than the usual two slots.
 #include <catch2/catch.hpp>
 
-#include "engine/model/config.h"
 #include "engine/model/layout.h"
-#include "engine/model/tensor_index.h"
 #include "engine/plan/sweep_plan.h"
 #include "tests/unit/model/test_models.h"
+#include "tests/unit/model/test_options.h"
 
 namespace nj {
 namespace {
@@ -26,29 +25,25 @@ SweepWork work_of(int documents) {
 TEST_CASE("a sweep takes a ring of one trunk unit only when it holds more documents",
           "[sweep][planner]") {
   const std::string dir = testing::golden_dir("tiny-mxfp4");
-  auto config = load_model_config(dir);
-  REQUIRE(config.ok());
-  auto index = TensorIndex::open(dir);
-  REQUIRE(index.ok());
-  auto layout = ModelLayout::build(*config, *index);
-  REQUIRE(layout.ok());
+  const testing::LoadedLayout loaded = testing::load_layout(dir);
+  const ModelLayout& layout = loaded.layout;
   const SweepWork work = work_of(6);
   PlanOptions two;  // the default: two slots
   REQUIRE(two.ring_slots == 2);
   PlanOptions one = two;
   one.ring_slots = 1;
 
-  auto least = plan_sweep_window(*layout, 0, work, two);
+  auto least = plan_sweep_window(layout, 0, work, two);
   REQUIRE(least.ok());
   const uint64_t min = least->min_memory_bytes;
-  auto below = plan_sweep_window(*layout, min - 1, work, two);
+  auto below = plan_sweep_window(layout, min - 1, work, two);
   CHECK(below.status().code() == StatusCode::kResourceExhausted);
 
   bool took_one = false, kept_two = false;
   for (uint64_t budget = min; budget < 16 * min; budget += min / 8) {
     INFO("budget " << budget << " (the least " << min << ")");
-    auto p = plan_sweep_window(*layout, budget, work, two);
-    auto q = plan_sweep_window(*layout, budget, work, one);
+    auto p = plan_sweep_window(layout, budget, work, two);
+    auto q = plan_sweep_window(layout, budget, work, one);
     REQUIRE(p.ok());
     REQUIRE(q.ok());
     CHECK(q->residency.ring_slots <= 1);

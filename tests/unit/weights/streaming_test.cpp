@@ -16,6 +16,7 @@
 #include "engine/session/sampler.h"
 #include "engine/session/session.h"
 #include "tests/unit/model/test_models.h"
+#include "tests/unit/model/test_options.h"
 #include "tests/unit/state/state_test_util.h"
 
 namespace nj {
@@ -114,20 +115,18 @@ TEST_CASE("a streamed head larger than a layer is read in parts: the same bits, 
   const std::vector<int32_t> prompt = {3, 7, 11, 5, 9, 100, 200, 42};
   const int steps = 4;
   const ModelOptions base = options_for(0, prompt, steps);
-  auto config = load_model_config(dir);
-  auto index = TensorIndex::open(dir);
-  REQUIRE(index.ok());
-  auto layout = ModelLayout::build(*config, *index);
-  REQUIRE(layout.ok());
-  const HeadLayout& head = layout->head();
+  const testing::LoadedLayout loaded = testing::load_layout(dir);
+  const ModelConfig& config = loaded.config;
+  const ModelLayout& layout = loaded.layout;
+  const HeadLayout& head = layout.head();
   uint64_t largest_layer = 0;
-  for (int l = 0; l < config->layers; ++l)
-    largest_layer = std::max(largest_layer, layout->layer(l).unit.buffer_bytes);
+  for (int l = 0; l < config.layers; ++l)
+    largest_layer = std::max(largest_layer, layout.layer(l).unit.buffer_bytes);
   REQUIRE(head.unit.buffer_bytes > largest_layer);
 
-  const int parts = streamed_head_parts(*layout);
+  const int parts = streamed_head_parts(layout);
   CHECK(parts > 1);
-  const std::vector<HeadPart> split = split_head(head, *index, parts);
+  const std::vector<HeadPart> split = split_head(head, loaded.index, parts);
   int next_row = 0;
   uint64_t tensor_bytes = 0;
   for (const HeadPart& p : split) {  // contiguous rows, each part within a layer's buffer
@@ -138,11 +137,11 @@ TEST_CASE("a streamed head larger than a layer is read in parts: the same bits, 
     CHECK((p.layout.norm.info != nullptr) == (p.first_row == 0));
     tensor_bytes += p.layout.unit.tensor_bytes;
   }
-  CHECK(next_row == config->vocab);
+  CHECK(next_row == config.vocab);
   CHECK(tensor_bytes == head.unit.tensor_bytes);
 
   const uint64_t min = minimum(dir, base);
-  auto plan = plan_residency(*layout, min, base.plan);
+  auto plan = plan_residency(layout, min, base.plan);
   REQUIRE(plan.ok());
   REQUIRE_FALSE(plan->pinned.back());
   CHECK(plan->head_parts == parts);
