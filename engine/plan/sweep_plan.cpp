@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "engine/sweep/layer_chunks.h"
 #include "engine/util/units.h"
 
 namespace nj {
@@ -29,13 +30,17 @@ struct WindowCost {
 WindowCost window_cost(const ModelConfig& c, const SweepWork& w, int documents) {
   WindowCost k;
   const int64_t per_doc = w.document_rows + w.branch_rows;
-  k.rows = static_cast<int>(per_doc * documents);
-  const int sequences = documents * (1 + w.branches);
+  // The shared start (the job's template prefix) is the window's root, its documents' parent.
+  const bool prefix = w.start_rows > 0;
+  k.rows = static_cast<int>(per_doc * documents + w.start_rows);
+  const int sequences = documents * (1 + w.branches) + (prefix ? 1 : 0);
   const int context = static_cast<int>(w.start_rows + per_doc);
   k.activations = sweep_activation_bytes(
-      c, SweepShape{k.rows, w.chunk_rows, sequences, context, w.logits_rows * documents});
-  k.states = static_cast<uint64_t>(sequences) * layer_state_bytes(c, context) +
-             (w.start_rows > 0 ? sequence_state_bytes(c, static_cast<int>(w.start_rows)) : 0);
+      c, SweepShape{k.rows, w.chunk_rows, sequences, context, w.logits_rows * documents, w.chunk_sequences});
+  // The window holds a bounded number of layer states at once (layer_chunks.h).
+  const int depth = (w.branches > 0 ? 1 : 0) + (prefix ? 1 : 0);
+  const int live = std::min(sequences, LayerChunks::bound(w.chunk_sequences, w.waiting_parents, depth));
+  k.states = static_cast<uint64_t>(live) * layer_state_bytes(c, context);
   return k;
 }
 

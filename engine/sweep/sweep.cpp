@@ -8,6 +8,7 @@
 
 #include "engine/forward/decoder_layer.h"
 #include "engine/moe/ffn.h"
+#include "engine/sweep/layer_chunks.h"
 #include "engine/moe/moe_layer.h"
 #include "engine/ops/kernels.h"
 
@@ -41,8 +42,10 @@ void visit_window(W& w, const ModelConfig& c, size_t R, size_t ffn_rows, F&& f) 
   visit_ffn_buffers(w.moe, w.ffn, c, R, ffn_rows, f);
 }
 
+// A chunk holds the sequences that start in it and the one it goes on with.
 ActivationShape chunk_shape(const SweepShape& s) {
-  return ActivationShape{std::max(1, s.chunk_rows), std::max(1, std::min(s.sequences, s.chunk_rows)),
+  return ActivationShape{std::max(1, s.chunk_rows),
+                         std::max(1, std::min({s.sequences, s.chunk_rows, s.chunk_sequences + 1})),
                          std::max(1, s.max_context), 1, 0, 0, kDefaultKdaRollback};
 }
 
@@ -113,12 +116,20 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
     }
     max_depth = std::max(max_depth, depth[static_cast<size_t>(i)]);
   }
-  std::vector<int> order;  // sequences in row order
-  for (int d = 0; d <= max_depth; ++d)
+  // Within a generation, branches follow their parents' order (then their own), so that the
+  // branches of the parents done first are ready first (layer_chunks.h).
+  std::vector<int> order, rank(seqs.size());  // sequences in row order; each one's place in it
+  for (int d = 0; d <= max_depth; ++d) {
+    const size_t first = order.size();
     for (int i = 0; i < S; ++i)
       if (depth[static_cast<size_t>(i)] == d) order.push_back(i);
+    std::stable_sort(order.begin() + static_cast<long>(first), order.end(), [&](int a, int b) {
+      const int pa = seqs[static_cast<size_t>(a)].parent, pb = seqs[static_cast<size_t>(b)].parent;
+      return (pa < 0 ? -1 : rank[static_cast<size_t>(pa)]) < (pb < 0 ? -1 : rank[static_cast<size_t>(pb)]);
+    });
+    for (size_t k = first; k < order.size(); ++k) rank[static_cast<size_t>(order[k])] = static_cast<int>(k);
+  }
   std::vector<int> row0(seqs.size());
-  std::vector<int> generation_end(static_cast<size_t>(max_depth) + 1, 0);  // first row past it
   std::vector<int32_t> ids;
   int R = 0, context = 1;
   std::vector<int> wanted;  // rows whose logits are asked for, in row order
@@ -129,11 +140,18 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
     const int first = s.logits == LogitsWanted::kAll ? 0 : s.logits == LogitsWanted::kLast ? n - 1 : n;
     for (int t = first; t < n; ++t) wanted.push_back(R + t);
     R += n;
-    generation_end[static_cast<size_t>(depth[static_cast<size_t>(i)])] = R;
     ids.insert(ids.end(), s.ids.begin(), s.ids.end());
     context = static_cast<int>(std::max<int64_t>(context, position0[static_cast<size_t>(i)] + n));
   }
-  const SweepShape shape{R, std::max(1, options_.chunk_rows), S, context, static_cast<int>(wanted.size())};
+  const SweepShape shape{R, std::max(1, options_.chunk_rows), S, context, static_cast<int>(wanted.size()),
+                         std::max(1, options_.chunk_sequences)};
+  std::vector<int> parents(seqs.size()), lengths(seqs.size());
+  for (int i = 0; i < S; ++i) {
+    parents[static_cast<size_t>(i)] = seqs[static_cast<size_t>(i)].parent;
+    lengths[static_cast<size_t>(i)] = static_cast<int>(seqs[static_cast<size_t>(i)].ids.size());
+  }
+  LayerChunks layer_chunks(parents, row0, lengths, shape.chunk_rows, shape.chunk_sequences,
+                           options_.waiting_parents);
 
   WindowBuffers win;
   visit_window(win, c, static_cast<size_t>(R), static_cast<size_t>(shape.chunk_rows),
@@ -185,32 +203,35 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
     const LayerWeights& w = **got;
     if (l + 1 < c.layers) src.will_need_layer(l + 1);
 
-    // The attention half, chunk by chunk, one generation at a time.
-    int r = 0;
-    for (int d = 0; d <= max_depth; ++d) {
-      for (int i : order) {  // this generation's states: from the start, empty, or the parent's end
-        if (depth[static_cast<size_t>(i)] != d) continue;
+    // The attention half, chunk by chunk, each chunk within one generation (LayerChunks).
+    layer_chunks.begin_layer();
+    for (LayerChunks::Chunk k; layer_chunks.next(k);) {
+      chunk_rows.clear();
+      for (int i : k.starting) {  // from its start state, empty, or its parent's end
         const SweepSequence& s = seqs[static_cast<size_t>(i)];
-        states[static_cast<size_t>(i)] =
-            s.parent >= 0 ? states[static_cast<size_t>(s.parent)]
-            : s.start     ? s.start->layers[static_cast<size_t>(l)]
-                          : LayerState::empty(c, l);
-      }
-      const int end = generation_end[static_cast<size_t>(d)];
-      for (int n = 0; r < end; r += n) {
-        n = std::min(shape.chunk_rows, end - r);
-        chunk_rows.clear();
-        for (int i : order) {
-          const int a0 = row0[static_cast<size_t>(i)];
-          const int a1 = a0 + static_cast<int>(seqs[static_cast<size_t>(i)].ids.size());
-          const int lo = std::max(a0, r), hi = std::min(a1, r + n);
-          if (lo < hi) chunk_rows.push_back(SeqRows{&states[static_cast<size_t>(i)], lo - r, hi - lo, -1});
+        if (s.parent >= 0) {
+          const auto p = static_cast<size_t>(s.parent);
+          if (layer_chunks.last_branch(i) && !seqs[p].final_state) states[static_cast<size_t>(i)] = std::move(states[p]);
+          else states[static_cast<size_t>(i)] = states[p];
+        } else {
+          states[static_cast<size_t>(i)] = s.start ? s.start->layers[static_cast<size_t>(l)] : LayerState::empty(c, l);
         }
-        // The chunk's h enters as the window's stream; the stream becomes its prefix.
-        StreamRows rows = all.slice(r, n, c.hidden);
-        std::copy_n(rows.prefix, static_cast<size_t>(n) * hs, win.chunk_h.data());
-        rows.h = win.chunk_h.data();
-        attention_half(c, l, w, rows, chunk_rows, chunk, kda_layer);
+      }
+      for (int i : k.sequences) {
+        const int a0 = row0[static_cast<size_t>(i)];
+        const int a1 = a0 + static_cast<int>(seqs[static_cast<size_t>(i)].ids.size());
+        const int lo = std::max(a0, k.row0), hi = std::min(a1, k.row0 + k.rows);
+        chunk_rows.push_back(SeqRows{&states[static_cast<size_t>(i)], lo - k.row0, hi - lo, -1});
+      }
+      // The chunk's h enters as the window's stream; the stream becomes its prefix.
+      StreamRows rows = all.slice(k.row0, k.rows, c.hidden);
+      std::copy_n(rows.prefix, static_cast<size_t>(k.rows) * hs, win.chunk_h.data());
+      rows.h = win.chunk_h.data();
+      attention_half(c, l, w, rows, chunk_rows, chunk, kda_layer);
+      for (int i : layer_chunks.finish(k)) {  // done, and every branch of it started
+        SequenceState* f = seqs[static_cast<size_t>(i)].final_state;
+        if (f) f->layers[static_cast<size_t>(l)] = std::move(states[static_cast<size_t>(i)]);
+        states[static_cast<size_t>(i)] = LayerState{};
       }
     }
     if (!w.is_mla) ++kda_layer;
@@ -224,11 +245,6 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
       last_.distinct_experts[static_cast<size_t>(l)] = moe.distinct_experts;
     }
     finish_layer(c, all);
-    for (int i = 0; i < S; ++i) {  // the layer's states are done with
-      SequenceState* f = seqs[static_cast<size_t>(i)].final_state;
-      if (f) f->layers[static_cast<size_t>(l)] = std::move(states[static_cast<size_t>(i)]);
-      states[static_cast<size_t>(i)] = LayerState{};
-    }
     if (progress && l + 1 < c.layers && progress->at_boundary(boundary(l + 1))) {
       src.end_step();
       return cancelled("the sweep stopped before layer " + std::to_string(l + 1));
@@ -304,6 +320,7 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
   last_.roots = static_cast<int>(
       std::count_if(seqs.begin(), seqs.end(), [](const SweepSequence& s) { return s.parent < 0; }));
   last_.rows = R;
+  last_.peak_states = layer_chunks.peak_states();
   last_.wait_s = wait;
   last_.compute_s = total - wait;
   last_.trunk_bytes_read = (after.trunk_bytes_read - before.trunk_bytes_read) +
@@ -311,12 +328,22 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
   last_.expert_bytes_read = after.expert_bytes_read - before.expert_bytes_read;
   last_.other_bytes_read = after.embedding_bytes_read - before.embedding_bytes_read;
   last_.expert_computations = moe.expert_computations;
-  // A sequence's batch is the window's roots: its branches (a document's label paths) are
-  // part of it, not other sequences sharing the sweep.
+  // The window's work is shared by the rows of the sequences that are someone's (a sequence
+  // without usage, such as a job's template prefix computed for the window's documents, is
+  // paid for by them all), and a sequence's batch is the window's users: a document's label
+  // paths share its usage and are part of it, not other sequences sharing the sweep.
+  std::vector<SequenceUsage*> users;
+  SweepStats charged = last_;
+  charged.rows = 0;
   for (const SweepSequence& s : seqs) {
     if (!s.usage) continue;
-    SequenceUsage u = usage_share(s.ids.size(), last_);
-    u.max_batch = last_.roots;
+    charged.rows += static_cast<int>(s.ids.size());
+    if (std::find(users.begin(), users.end(), s.usage) == users.end()) users.push_back(s.usage);
+  }
+  for (const SweepSequence& s : seqs) {
+    if (!s.usage) continue;
+    SequenceUsage u = usage_share(s.ids.size(), charged);
+    u.max_batch = static_cast<int>(users.size());
     s.usage->add(u);
   }
   return Status();

@@ -8,9 +8,10 @@
 //   for each layer l:
 //     read l's trunk once (the next layer's is read meanwhile)
 //     for each chunk of the window's rows:            attention half (decoder_layer.h)
-//       each sequence's layer-l state: from its start state (or empty, or its parent's end)
+//       each sequence's layer-l state: from its start state (or empty, or its parent's end),
+//       dropped once it is done and its branches have started (layer_chunks.h; a final
+//       state asked for is kept)
 //     FFN half over all the window's rows at once:     each routed expert read once per layer
-//     drop the layer-l states (unless a final state is asked for)
 //   the head over the rows whose logits are wanted
 //
 // What crosses a layer boundary is only the window's residual stream (per row: h, which the
@@ -47,13 +48,19 @@ struct SweepSequence {
   float* all_logits = nullptr;              // with kAll: receives [ids.size()][vocab]
   std::vector<float>* last_logits = nullptr;  // kLast or kAll: the last row's logits
   SequenceState* final_state = nullptr;     // when given: the whole state after `ids`
-  SequenceUsage* usage = nullptr;           // when given: its share of the sweep, by rows
+  SequenceUsage* usage = nullptr;           // when given: its share of the sweep, by rows among
+                                            // the sequences with one; its batch, the usages
 };
 
 struct SweepOptions {
   // Rows of the attention half computed at once. Its scratch (KDA's and MLA's activations)
   // grows with it; the matrix products reach their rate well before 256 rows (kernel_bench).
   int chunk_rows = 256;
+  // Sequences that start in one chunk, at most, and done sequences that may wait for their
+  // branches before the branches run: together they bound the layer states the window holds
+  // at once (LayerChunks::bound, engine/sweep/layer_chunks.h), whatever its sequences.
+  int chunk_sequences = 16;
+  int waiting_parents = 4;
 };
 
 // What one sweep did.
@@ -61,6 +68,7 @@ struct SweepStats {
   int sequences = 0;  // every sequence of the window, branches included
   int roots = 0;      // those without a parent: a classify window's documents
   int rows = 0;
+  int peak_states = 0;  // the most layer states alive at once (LayerChunks)
   double compute_s = 0, wait_s = 0;
   uint64_t trunk_bytes_read = 0, expert_bytes_read = 0, other_bytes_read = 0;
   uint64_t bytes_read() const { return trunk_bytes_read + expert_bytes_read + other_bytes_read; }
@@ -104,6 +112,7 @@ struct SweepShape {
   int sequences = 1;    // sequences in the window
   int max_context = 1;  // positions one sequence may reach
   int logits_rows = 1;  // rows whose logits are wanted
+  int chunk_sequences = SweepOptions{}.chunk_sequences;  // sequences starting in one chunk
 };
 
 // Bytes of a sweep's buffers: the window's residual stream and its FFN/MoE activations, the

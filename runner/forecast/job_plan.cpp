@@ -211,22 +211,17 @@ SweepWork sweep_work(const JobWork& work) {
   return w;
 }
 
-JobPrediction predict_sweeps(const JobWork& work, int window, int prefill_chunk,
+JobPrediction predict_sweeps(const JobWork& work, int window,
                              const PassCostModel& cost, const BoundaryCost& boundary) {
   JobPrediction p;
   p.items = static_cast<int64_t>(work.items.size());
   if (work.items.empty()) return p;
   p.load_bytes = p.disk_bytes = cost.load_bytes();
   p.io_seconds = p.seconds = cost.load_seconds();
-  const int64_t chunk = std::max(1, prefill_chunk);
-  for (int64_t fed = 0; fed < work.shared_prefix_rows;) {  // the prefix, in ordinary passes
-    const int64_t n = std::min(chunk, work.shared_prefix_rows - fed);
-    add_pass(p, cost, PassShape{static_cast<int>(n), 1, attended(fed, n)}, 1);
-    fed += n;
-  }
+  // Each window computes the job's template prefix as the parent of its documents.
   const size_t w = static_cast<size_t>(std::max(1, window));
   for (size_t first = 0; first < work.items.size(); first += w) {
-    PassShape sweep{0, 0, 0};
+    PassShape sweep{static_cast<int>(work.prefix_rows), 0, attended(0, work.prefix_rows)};
     const size_t end = std::min(work.items.size(), first + w);
     for (size_t i = first; i < end; ++i) {
       const ItemWork& it = work.items[i];
@@ -293,7 +288,7 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
     const BoundaryCost boundary{
         4.0 * c.hidden * (1 + banked_before(c, c.layers - 1)), c.layers - 1,
         run.item.checkpoint_interval_s, bandwidth_gbps};
-    f.prediction = predict_sweeps(work, f.window_documents, run.prefill_chunk, cost, boundary);
+    f.prediction = predict_sweeps(work, f.window_documents, cost, boundary);
     f.sweeps = (static_cast<int64_t>(work.items.size()) + f.window_documents - 1) / f.window_documents;
     return f;
   }

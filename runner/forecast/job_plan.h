@@ -90,11 +90,12 @@ struct BoundaryCost {
   double write_gbps = 1;
 };
 
-// The same for a classify job's layer sweeps (engine/sweep/sweep.h): the prefix in passes,
-// then windows of `window` documents, each one pass over the weights carrying all its rows
-// (documents and label branches), with its boundary saves; a window's documents end together.
-JobPrediction predict_sweeps(const JobWork& work, int window, int prefill_chunk,
-                             const PassCostModel& cost, const BoundaryCost& boundary = {});
+// The same for a classify job's layer sweeps (engine/sweep/sweep.h): windows of `window`
+// documents, each one pass over the weights carrying all its rows (the job's template prefix,
+// the documents after it and their label branches), with its boundary saves; a window's
+// documents end together.
+JobPrediction predict_sweeps(const JobWork& work, int window, const PassCostModel& cost,
+                             const BoundaryCost& boundary = {});
 
 // What a classify job's documents bring to a sweep's window (engine/plan/sweep_plan.h).
 SweepWork sweep_work(const JobWork& work);

@@ -26,9 +26,6 @@
 namespace nj::runner {
 namespace {
 
-// The key of a job's template prefix among a batch's shared states (PassGroup).
-std::string prefix_key(int64_t job) { return "prefix:" + std::to_string(job); }
-
 class ClassifyRun {
  public:
   ClassifyRun(const ItemEnv& env, const Claim& claim)
@@ -55,9 +52,6 @@ class ClassifyRun {
   // The layer sweep: the document and its feed paths (branches from its end) in the batch's
   // next sweep.
   Result<Step> sweep_document(const jobs::LabelTrie& trie, int64_t resumed, LabelLogits& out);
-  // Sweep mode: the prefix state goes to the batch's shared states (one copy for the window)
-  // and this item's session lets go of its own.
-  void share_prefix();
 
   // session_->feed, adding what the engine did to `usage` (the item's, or the prefix's).
   Status feed(std::span<const int32_t> ids, EngineUsage& usage, bool decode);
@@ -91,12 +85,11 @@ class ClassifyRun {
   ItemEnd end_;  // how an attempt ends short of the finish (stop, fail, lost)
   jobs::ClassifySettings settings_;
   std::unique_ptr<ItemSession> session_;
-  std::shared_ptr<const SequenceState> start_;  // sweep mode: the shared prefix state (or null)
   int window_ = 0;                              // the documents that shared its sweep
   EngineUsage usage_;  // the item's engine work since its last write to the store
   double prefill_s_ = 0, decode_s_ = 0;
   FeedError engine_error_;
-  std::string prefix_source_;  // "restored", "prefilled", "fed" (reuse off) or "none"
+  std::string prefix_source_;  // "restored", "prefilled", "swept", "fed" (reuse off) or "none"
   double prefix_restore_s_ = 0;
   int64_t checkpoint_position_ = -1;  // position of the newest document checkpoint
   int checkpoint_failures_ = 0;       // saves failed in a row (a full disk): warned once
@@ -222,15 +215,13 @@ Result<ClassifyRun::Step> ClassifyRun::prefix() {
     prefix_source_ = "fed";
     return feed_chunked(ids, usage_, prefill_s_, "prefix");
   }
-  const int64_t job = claim_.job.id;
   if (env_.options.sweep) {
-    if (auto shared = env_.passes.shared_state(prefix_key(job))) {  // another item of the window's
-      start_ = std::move(shared);
-      session_->set_state(SequenceState{});
-      prefix_source_ = "restored";
-      return Step::kOk;
-    }
+    // The window's sweep computes the prefix once, as the parent of its documents, one layer
+    // at a time: nothing to read or hold here (sweep_document).
+    prefix_source_ = "swept";
+    return Step::kOk;
   }
+  const int64_t job = claim_.job.id;
   // Another item of this batch is prefilling the prefix: its passes go on while this one
   // waits, then this one finds the saved state.
   while (env_.prefix_gate.busy(job)) {
@@ -322,21 +313,6 @@ AttemptReport ClassifyRun::lost() {
   return end_.lost(0);
 }
 
-void ClassifyRun::share_prefix() {
-  if (settings_.prefix_ids.empty() || !env_.options.prefix_reuse || start_ ||
-      session_->position() == 0)
-    return;
-  if (session_->position() != static_cast<int64_t>(settings_.prefix_ids.size()))
-    return;  // a document checkpoint was restored: the document starts from it
-  // Items that waited at the prefix gate loaded their own copy: the window keeps one.
-  auto shared = env_.passes.shared_state(prefix_key(claim_.job.id));
-  if (!shared) {
-    shared = std::make_shared<const SequenceState>(session_->state());
-    env_.passes.put_shared_state(prefix_key(claim_.job.id), shared);
-  }
-  start_ = std::move(shared);
-  session_->set_state(SequenceState{});
-}
 
 Result<ClassifyRun::Step> ClassifyRun::passes_document(const jobs::LabelTrie& trie,
                                                        int64_t resumed, LabelLogits& out) {
@@ -371,8 +347,11 @@ Result<ClassifyRun::Step> ClassifyRun::sweep_document(const jobs::LabelTrie& tri
   const auto paths = trie.feed_paths();
   const size_t vocab = static_cast<size_t>(env_.model.config().vocab);
   // Where the document starts: the state its session holds (a restored document checkpoint,
-  // or a prefix fed without reuse), else the window's shared prefix, else nothing.
-  const SequenceState* start = session_->position() > 0 ? &session_->state() : start_.get();
+  // or a prefix fed without reuse), else after the job's prefix in the same window (the
+  // sweep's parent of its documents), else nothing.
+  const SequenceState* start = session_->position() > 0 ? &session_->state() : nullptr;
+  const std::span<const int32_t> after =
+      start ? std::span<const int32_t>() : std::span<const int32_t>(settings_.prefix_ids);
   std::vector<std::vector<float>> rows(paths.size());
   std::vector<SweepSequence> part(1 + paths.size());
   part[0] = SweepSequence{std::span<const int32_t>(item_.prompt_ids).subspan(static_cast<size_t>(resumed)),
@@ -383,7 +362,7 @@ Result<ClassifyRun::Step> ClassifyRun::sweep_document(const jobs::LabelTrie& tri
   }
   const SequenceUsage before = session_->usage();
   const auto t0 = Clock::now();
-  const Status st = session_->sweep(part, claim_.job.id, item_.id);
+  const Status st = session_->sweep(part, claim_.job.id, item_.id, after);
   prefill_s_ += seconds_since(t0);
   add_usage(before, session_->usage(), /*decode=*/false, usage_);
   window_ = session_->last_sweep_window();
@@ -439,7 +418,6 @@ Result<AttemptReport> ClassifyRun::run() {
   if (auto out = step_outcome(step)) return std::move(*out);
   NJ_ASSIGN_OR_RETURN(std::optional<int64_t> resumed, restore_document());
   if (!resumed) return lost();
-  if (env_.options.sweep) share_prefix();
   LabelLogits logits;
   logits.branch.resize(trie->branch_paths().size());
   NJ_ASSIGN_OR_RETURN(step, env_.options.sweep ? sweep_document(*trie, *resumed, logits)

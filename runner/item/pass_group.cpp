@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 
 #include "runner/durable/sweep_boundaries.h"
 
@@ -18,6 +19,7 @@ struct PassGroup::Member {
   std::span<SweepSequence> sweep;  // a sweep part (empty: a pass step, or skipping)
   int64_t sweep_job = 0;           // the job and item of its part
   int64_t sweep_item = 0;
+  std::span<const int32_t> sweep_after;  // the job's prefix its part's roots continue
   int window = 0;                  // the parts its sweep carried
   uint64_t order = 0;
   Status result;
@@ -66,10 +68,11 @@ Status ItemSession::keep(int rows) {
   return group_.forward().keep(live_state(), rows);
 }
 
-Status ItemSession::sweep(std::span<SweepSequence> part, int64_t job_id, int64_t item_id) {
+Status ItemSession::sweep(std::span<SweepSequence> part, int64_t job_id, int64_t item_id,
+                          std::span<const int32_t> after) {
   for (SweepSequence& s : part)
     if (!s.usage) s.usage = &usage_;
-  return group_.take_sweep(part, job_id, item_id, &last_window_);
+  return group_.take_sweep(part, job_id, item_id, after, &last_window_);
 }
 
 Status ItemSession::skip_pass() {
@@ -118,7 +121,8 @@ Status PassGroup::take_part(SeqStep step) {
   return self->result;
 }
 
-Status PassGroup::take_sweep(std::span<SweepSequence> part, int64_t job_id, int64_t item_id, int* window) {
+Status PassGroup::take_sweep(std::span<SweepSequence> part, int64_t job_id, int64_t item_id,
+                             std::span<const int32_t> after, int* window) {
   Member* self = t_member;
   NJ_CHECK_MSG(self != nullptr, "ItemSession::sweep outside a PassGroup member");
   NJ_CHECK_MSG(!part.empty(), "ItemSession::sweep without sequences");
@@ -127,6 +131,7 @@ Status PassGroup::take_sweep(std::span<SweepSequence> part, int64_t job_id, int6
   self->sweep = part;
   self->sweep_job = job_id;
   self->sweep_item = item_id;
+  self->sweep_after = after;
   self->order = waiting_order_++;
   self->state = Member::State::kWaiting;
   scheduler_cv_.notify_all();
@@ -145,11 +150,18 @@ void PassGroup::run_sweep(std::vector<Member*> members) {
   std::sort(members.begin(), members.end(), [](const Member* a, const Member* b) {
     return std::pair(a->sweep_job, a->sweep_item) < std::pair(b->sweep_job, b->sweep_item);
   });
+  // A job's template prefix, when its parts continue one, comes first: one root for the job,
+  // the parent of their roots (its layer states live only while their layer runs).
   std::vector<SweepSequence> window;
+  std::map<int64_t, int> prefix_of;  // job -> its prefix's index in the window
+  for (Member* m : members)
+    if (!m->sweep_after.empty() && prefix_of.emplace(m->sweep_job, static_cast<int>(window.size())).second)
+      window.push_back(SweepSequence{m->sweep_after, nullptr, -1, LogitsWanted::kNone});
   for (Member* m : members) {
     const int base = static_cast<int>(window.size());
     for (SweepSequence s : m->sweep) {
       if (s.parent >= 0) s.parent += base;
+      else if (!s.start && !m->sweep_after.empty()) s.parent = prefix_of.at(m->sweep_job);
       window.push_back(s);
     }
   }
@@ -181,15 +193,6 @@ void PassGroup::run_sweep(std::vector<Member*> members) {
     m->state = Member::State::kWoken;
     m->cv.notify_all();
   }
-}
-
-std::shared_ptr<const SequenceState> PassGroup::shared_state(const std::string& key) const {
-  auto it = shared_.find(key);
-  return it == shared_.end() ? nullptr : it->second;
-}
-
-void PassGroup::put_shared_state(const std::string& key, std::shared_ptr<const SequenceState> state) {
-  shared_[key] = std::move(state);
 }
 
 int PassGroup::wait_for_members() {

@@ -87,10 +87,14 @@ class ItemSession {
   // The layer sweep (engine/sweep/sweep.h): runs `part` (this item's sequences; parents index
   // into it; `job_id` and `item_id` its item's) in the group's next sweep, which carries the parts of every
   // member that waits with one (the window). Each sequence's usage, when not given, is this
-  // item's. Leaves the session's own state as it was. Errors: the sweep's (every member of a
+  // item's. `after`, when not empty, is the job's template prefix: the part's roots without a
+  // start state continue it, and the window computes it once for all its items of the job
+  // (a root of the window, the parent of their documents; its cost is shared by their rows).
+  // Leaves the session's own state as it was. Errors: the sweep's (every member of a
   // failed sweep gets it; Cancelled when the run stopped it at a layer boundary) or Aborted
   // when the run is ending.
-  Status sweep(std::span<SweepSequence> part, int64_t job_id, int64_t item_id);
+  Status sweep(std::span<SweepSequence> part, int64_t job_id, int64_t item_id,
+               std::span<const int32_t> after = {});
   // The documents (parts) the last sweep carried: this item's window.
   int last_sweep_window() const { return last_window_; }
   // This item's share of the passes it took part in (by its rows; batch.h).
@@ -152,15 +156,12 @@ class PassGroup {
   Status take_part(SeqStep step);
   // The member side of a sweep: queue `part` and wait for the sweep that carries it; returns
   // the sweep's status and sets *window to the parts it carried.
-  Status take_sweep(std::span<SweepSequence> part, int64_t job_id, int64_t item_id, int* window);
+  Status take_sweep(std::span<SweepSequence> part, int64_t job_id, int64_t item_id,
+                    std::span<const int32_t> after, int* window);
   public:
   // Sweeps save their layer boundaries in the home and resume from them (sweep_boundaries.h).
   // Scheduler's side, before members start.
   void keep_sweep_boundaries(SweepKeeping keeping) { keeping_ = std::move(keeping); }
-  // States the members share read-only (a classify job's template prefix, the start of every
-  // document of its sweeps), by key; null when none was put. Members only (their turn).
-  std::shared_ptr<const SequenceState> shared_state(const std::string& key) const;
-  void put_shared_state(const std::string& key, std::shared_ptr<const SequenceState> state);
 
  private:
   // Runs one sweep over the members waiting with a part, and wakes them.
@@ -176,7 +177,6 @@ class PassGroup {
   uint64_t waiting_order_ = 0;
   bool skippers_looked_ = false;  // the skipping members looked again since the last pass
   PassTotals totals_;
-  std::map<std::string, std::shared_ptr<const SequenceState>> shared_;
   std::optional<SweepKeeping> keeping_;
 };
 

@@ -59,6 +59,15 @@ def label_ids(label):
     return full[len(base):]
 
 
+def deepest_branchings(labels):
+    """The label trie's deepest branching points (its feed paths): label-token prefixes
+    followed by two or more distinct tokens, none of them a prefix of another."""
+    seqs = [label_ids(l) for l in labels]
+    branching = {tuple(t[:i]) for t in seqs for i in range(len(t))
+                 if len({u[i] for u in seqs if len(u) > i and u[:i] == t[:i]}) >= 2}
+    return [b for b in branching if b and not any(len(c) > len(b) and c[:len(b)] == b for c in branching)]
+
+
 def last_logits(ids):
     p = subprocess.run([ARGS.bin, "logits", "--model", MODEL, "--threads", "1", "--prompt-ids",
                         ",".join(map(str, ids)), "--output", "json"], capture_output=True, text=True, check=True)
@@ -155,10 +164,11 @@ class Classify(unittest.TestCase):
             self.assertEqual(r["engine"]["tokens_fed"], len(prompt) - len(prefix) + steps)
 
     def test_the_prefix_is_prefilled_once_per_job_and_restored_for_every_document(self):
+        # Token-major passes prefill the prefix once and restore its state for each document.
         labels = ["other", "feature request", "urgent", "question"]
         spec = self.spec(labels)
         job = self.nj.submit(spec)
-        self.run_all()
+        self.run_all(None, "--schedule", "passes")
         prefix = tokenize(PREFIX.replace("{labels}", ", ".join(labels)))
         suffix = tokenize(SUFFIX)
         (prefilled,) = [d for _, _, d in self.nj.events("prefix_prefilled")]
@@ -179,11 +189,27 @@ class Classify(unittest.TestCase):
         # Without reuse every item prefills the prefix itself; the answers are identical.
         other = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home-no-reuse"))
         job2 = other.submit(spec)
-        self.run_all(other, "--no-prefix-reuse")
+        self.run_all(other, "--no-prefix-reuse", "--schedule", "passes")
         self.assertEqual(other.events("prefix_prefilled"), [])
         for doc, r, r2 in zip(DOCS, results, other.results(job2)):
             self.assertEqual(r2["engine"]["tokens_fed"], len(prefix) + len(tokenize(doc)) + len(suffix))
             self.assertEqual(r2["details"]["probabilities"], r["details"]["probabilities"])
+
+        # A layer sweep computes the prefix inside each window, once, as the parent of its
+        # documents: no prefill of its own, nothing saved; each document is charged its own
+        # rows (and its share of the window's bytes); the answers are identical.
+        swept = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home-sweep"))
+        job3 = swept.submit(spec)
+        self.run_all(swept, "--schedule", "sweep")
+        self.assertEqual(swept.events("prefix_prefilled"), [])
+        self.assertFalse(os.path.exists(os.path.join(swept.home, "prefixes", f"job-{job3}")))
+        for doc, r, r3 in zip(DOCS, results, swept.results(job3)):
+            self.assertEqual(r3["details"]["prefix"], "swept")
+            self.assertEqual(r3["engine"]["schedule"], "sweep")
+            self.assertEqual(r3["engine"]["window"], len(DOCS))
+            self.assertEqual(r3["engine"]["tokens_fed"], len(tokenize(doc)) + len(suffix) + sum(
+                len(b) for b in deepest_branchings(labels)))
+            self.assertEqual(r3["details"]["probabilities"], r["details"]["probabilities"])
 
     def many_docs(self, n):
         return [f"{DOCS[k % len(DOCS)]} Reference {k}." for k in range(n)]
@@ -191,7 +217,8 @@ class Classify(unittest.TestCase):
     def test_two_concurrent_runs_prefill_the_prefix_once(self):
         labels = ["other", "feature request", "urgent", "question"]
         job = self.nj.submit(self.spec(labels, self.many_docs(12)))
-        procs = [self.nj.popen("run", *RUN, "--drain") for _ in range(2)]
+        # (token-major passes: a layer sweep computes the prefix inside each window)
+        procs = [self.nj.popen("run", *RUN, "--drain", "--schedule", "passes") for _ in range(2)]
         for proc in procs:
             self.assertEqual(proc.wait(timeout=300), 0)
         owners = {d["owner"] for _, _, d in self.nj.events("claimed")}

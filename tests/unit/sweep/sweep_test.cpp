@@ -12,6 +12,7 @@
 #include "engine/ops/cpu.h"
 #include "engine/runtime/model.h"
 #include "engine/session/session.h"
+#include "engine/sweep/layer_chunks.h"
 #include "engine/sweep/sweep.h"
 #include "tests/unit/model/test_models.h"
 #include "tests/unit/model/test_options.h"
@@ -43,7 +44,8 @@ struct Window {
   std::vector<int32_t> prefix;
   std::vector<std::vector<int32_t>> docs;
   std::vector<bool> after_prefix;
-  std::vector<std::pair<int, std::vector<int32_t>>> branches;  // (document, tokens)
+  std::vector<std::pair<int, std::vector<int32_t>>> branches;  // (parent, tokens): a document
+                                                               // (0..) or a branch (docs.size()..)
 };
 
 Window window(int vocab) {
@@ -57,6 +59,13 @@ Window window(int vocab) {
     w.after_prefix.push_back(i % 2 == 0);
   }
   w.branches = {{0, {7 % vocab}}, {0, {9 % vocab, 11 % vocab}}, {3, {2 % vocab, 4 % vocab, 6 % vocab}}};
+  return w;
+}
+
+// The window with a branch of a branch (a generation deeper).
+Window nested(int vocab) {
+  Window w = window(vocab);
+  w.branches.push_back({static_cast<int>(w.docs.size()) + 1, {5 % vocab, 8 % vocab}});
   return w;
 }
 
@@ -84,16 +93,19 @@ Expected alone(Model& model, const Window& w, const SequenceState& prefix) {
     e.doc_logits.push_back(feed(st, w.docs[i]));
     e.doc_states.push_back(st);
   }
-  for (const auto& [doc, ids] : w.branches) {
-    SequenceState st = e.doc_states[static_cast<size_t>(doc)];
+  for (const auto& [parent, ids] : w.branches) {
+    const auto p = static_cast<size_t>(parent);
+    SequenceState st = p < w.docs.size() ? e.doc_states[p] : e.branch_states[p - w.docs.size()];
     e.branch_logits.push_back(feed(st, ids));
     e.branch_states.push_back(st);
   }
   return e;
 }
 
+// doc_finals false: the documents ask for no final state, so a last branch takes its
+// document's layer state rather than a copy.
 void check_sweep(Model& model, const Window& w, const SequenceState& prefix, const Expected& e,
-                 int chunk_rows) {
+                 SweepOptions options, bool doc_finals = true) {
   const size_t vocab = static_cast<size_t>(model.config().vocab);
   const size_t D = w.docs.size(), B = w.branches.size();
   std::vector<SweepSequence> seqs(D + B);
@@ -102,7 +114,7 @@ void check_sweep(Model& model, const Window& w, const SequenceState& prefix, con
   for (size_t i = 0; i < D; ++i) {
     logits[i].resize(w.docs[i].size() * vocab);
     seqs[i] = SweepSequence{w.docs[i], w.after_prefix[i] ? &prefix : nullptr, -1, LogitsWanted::kAll,
-                            logits[i].data(), &last[i], &finals[i]};
+                            logits[i].data(), &last[i], doc_finals ? &finals[i] : nullptr};
   }
   for (size_t b = 0; b < B; ++b) {
     const auto& [doc, ids] = w.branches[b];
@@ -110,14 +122,15 @@ void check_sweep(Model& model, const Window& w, const SequenceState& prefix, con
     seqs[D + b] = SweepSequence{ids, nullptr, doc, LogitsWanted::kAll, logits[D + b].data(), &last[D + b],
                                 &finals[D + b]};
   }
-  Sweep sweep(model.config(), model.weights(), SweepOptions{chunk_rows});
+  Sweep sweep(model.config(), model.weights(), options);
   const Status st = sweep.run(seqs);
   INFO(st.to_string());
   REQUIRE(st.ok());
+  CHECK(sweep.last().peak_states <= LayerChunks::bound(options.chunk_sequences, options.waiting_parents, 2));
   for (size_t i = 0; i < D; ++i) {
     INFO("document " << i);
     CHECK(same_bits(logits[i], e.doc_logits[i]));
-    CHECK(same_state(finals[i], e.doc_states[i]));
+    if (doc_finals) CHECK(same_state(finals[i], e.doc_states[i]));
   }
   for (size_t b = 0; b < B; ++b) {
     INFO("branch " << b);
@@ -132,7 +145,7 @@ void check_model(const std::string& dir) {
   omp_set_num_threads(1);
   auto resident = Model::open(dir, testing::small_model_options({.context = 64}));
   REQUIRE(resident.ok());
-  const Window w = window((*resident)->config().vocab);
+  const Window w = nested((*resident)->config().vocab);
   SequenceState prefix = SequenceState::empty((*resident)->config());
   {
     Session s(**resident, SessionOptions{4});
@@ -151,10 +164,13 @@ void check_model(const std::string& dir) {
         auto model = Model::open(dir, testing::small_model_options({.budget = budget, .context = 64}));
         INFO(dir << " at " << budget << ": " << model.status().to_string());
         REQUIRE(model.ok());
-        for (int chunk : {1, 4, 256}) {
+        // Chunks of rows and of starting sequences, and parents let wait for their branches.
+        for (SweepOptions o : {SweepOptions{1}, SweepOptions{4}, SweepOptions{256}, SweepOptions{4, 1, 1},
+                               SweepOptions{256, 2, 1}}) {
           INFO("simd " << simd_level_name(level) << ", threads " << threads << ", budget " << budget
-                       << ", chunk " << chunk);
-          check_sweep(**model, w, prefix, e, chunk);
+                       << ", chunk " << o.chunk_rows << "/" << o.chunk_sequences << "/" << o.waiting_parents);
+          check_sweep(**model, w, prefix, e, o);
+          if (o.chunk_rows == 256) check_sweep(**model, w, prefix, e, o, /*doc_finals=*/false);
         }
       }
     }
