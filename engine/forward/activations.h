@@ -40,6 +40,9 @@ struct ActivationShape {
   int tentative_sequences = 0;
   int tentative_rows = 0;
   KdaRollback kda_rollback = kDefaultKdaRollback;
+  // Only the attention half's scratch (KDA, MLA): a layer sweep's chunk, whose stream and FFN
+  // buffers are the window's (engine/sweep/sweep.h).
+  bool attention_only = false;
 };
 
 // Stream and head: the residual stream of every row, and the attention-residual bank.
@@ -126,15 +129,16 @@ void visit_buffers(A& a, const ModelConfig& c, const ActivationShape& s, F&& f) 
   const size_t R = static_cast<size_t>(s.rows), hid = static_cast<size_t>(c.hidden);
   const size_t blocks = static_cast<size_t>((c.layers - 1) / c.attn_res_block_size + 1);
   const size_t LR = static_cast<size_t>(s.logits_rows), vocab = static_cast<size_t>(c.vocab);
-  f(a.stream.h, R * hid);
-  f(a.stream.prefix, R * hid);
-  f(a.stream.blocks, blocks * R * hid);
-  f(a.stream.xn, R * hid);
-  f(a.stream.a, R * hid);
-  f(a.stream.tmp, R * hid);
-  f(a.stream.mix, blocks + 1);
-  f(a.stream.head_in, LR * hid);
-  f(a.stream.logits, LR * vocab);
+  const size_t whole = s.attention_only ? 0 : 1;  // the stream and head buffers, or none
+  f(a.stream.h, whole * R * hid);
+  f(a.stream.prefix, whole * R * hid);
+  f(a.stream.blocks, whole * blocks * R * hid);
+  f(a.stream.xn, whole * R * hid);
+  f(a.stream.a, whole * R * hid);
+  f(a.stream.tmp, whole * R * hid);
+  f(a.stream.mix, whole * (blocks + 1));
+  f(a.stream.head_in, whole * LR * hid);
+  f(a.stream.logits, whole * LR * vocab);
 
   if (c.num_kda_layers() > 0) {
     const size_t P = static_cast<size_t>(c.kda_width()), H = static_cast<size_t>(c.kda_heads),
@@ -166,7 +170,7 @@ void visit_buffers(A& a, const ModelConfig& c, const ActivationShape& s, F&& f) 
     f(a.mla.gate, R * nh * vd);
     f(a.mla.per_head, nh * (2 * kvl + static_cast<size_t>(s.max_context)));
   }
-  visit_ffn_buffers(a.moe, a.ffn, c, R, R, f);
+  if (!s.attention_only) visit_ffn_buffers(a.moe, a.ffn, c, R, R, f);
 }
 
 }  // namespace nj

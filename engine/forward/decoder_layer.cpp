@@ -12,11 +12,8 @@ StreamRows StreamRows::slice(int row0, int n, int hidden) const {
   const size_t off = static_cast<size_t>(row0) * static_cast<size_t>(hidden);
   StreamRows r = *this;
   r.rows = n;
-  r.h += off;
-  r.prefix += off;
-  r.blocks += off;
-  r.xn += off;
-  r.a += off;
+  for (float** p : {&r.h, &r.prefix, &r.blocks, &r.xn, &r.a})
+    if (*p) *p += off;  // a buffer the caller gives per slice stays null
   return r;
 }
 

@@ -22,6 +22,14 @@ namespace nj {
 Status moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, WeightSource& source, const float* x,
                    int rows, float* out, MoeActivations& a, FfnActivations& ffn, MoeCounters* counters,
                    RoutingProfile* profile, bool count_routing) {
+  NJ_RETURN_IF_ERROR(moe_experts(c, layer, w, source, x, rows, a, counters, profile, count_routing));
+  moe_output(c, w, x, 0, rows, out, a, ffn);
+  return Status();
+}
+
+Status moe_experts(const ModelConfig& c, int layer, const MoeWeights& w, WeightSource& source, const float* x,
+                   int rows, MoeActivations& a, MoeCounters* counters, RoutingProfile* profile,
+                   bool count_routing) {
   const int E = c.num_experts, k = c.top_k, lat = c.latent, mi = c.moe_inter;
   const size_t hs = static_cast<size_t>(c.hidden), ls = static_cast<size_t>(lat), ks = static_cast<size_t>(k);
   const size_t R = static_cast<size_t>(rows), Es = static_cast<size_t>(E);
@@ -128,22 +136,30 @@ Status moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, WeightS
       }
   }
 
+  return Status();
+}
+
+void moe_output(const ModelConfig& c, const MoeWeights& w, const float* x, int first, int n, float* out,
+                MoeActivations& a, FfnActivations& ffn) {
+  const int lat = c.latent;
+  const size_t hs = static_cast<size_t>(c.hidden), ls = static_cast<size_t>(lat), R = static_cast<size_t>(n);
+  float* acc = a.acc.data() + static_cast<size_t>(first) * ls;
+  x += static_cast<size_t>(first) * hs;
   // acc = RMSNorm(Σ_j w_j · y_j); out = up_proj acc + shared(x), the shared expert a chunk of
   // rows at a time (as many as its buffer holds)
   if (c.latent_norm)
     for (size_t t = 0; t < R; ++t) ops::rmsnorm(acc + t * ls, w.latent_norm, lat, c.rms_eps, acc + t * ls);
-  ops::matmul(w.up_proj, acc, rows, ls, out, hs);
+  ops::matmul(w.up_proj, acc, n, ls, out, hs);
   if (w.has_shared) {
     float* sh = a.shared.data();
     const size_t chunk = a.shared.size() / hs;
     for (size_t r = 0; r < R; r += chunk) {
-      const size_t n = std::min(chunk, R - r);
-      ffn_forward(c, w.shared, x + r * hs, static_cast<int>(n), sh, ffn);
+      const size_t m = std::min(chunk, R - r);
+      ffn_forward(c, w.shared, x + r * hs, static_cast<int>(m), sh, ffn);
       float* o = out + r * hs;
-      for (size_t i = 0; i < n * hs; ++i) o[i] = o[i] + sh[i];
+      for (size_t i = 0; i < m * hs; ++i) o[i] = o[i] + sh[i];
     }
   }
-  return Status();
 }
 
 }  // namespace nj

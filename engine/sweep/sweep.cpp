@@ -20,9 +20,10 @@ using Clock = std::chrono::steady_clock;
 // The window's residual stream (what crosses layer boundaries) and the FFN half's buffers,
 // all sized for the window's rows. One buffer per row serves as h at the layer boundaries
 // and as the running prefix inside a layer (prefix = h as the layer starts; between the
-// halves h is dead: the FFN reads xn); the attention half's h is a chunk's.
+// halves h is dead: the FFN reads xn); the attention half's h is a chunk's, and so is the
+// output of either half (each is added to the prefix a chunk at a time).
 struct WindowBuffers {
-  std::vector<float> h, chunk_h, blocks, xn, a, mix;  // [rows][hidden]; chunk_h [chunk rows][hidden];
+  std::vector<float> h, chunk_h, blocks, xn, a, mix;  // [rows][hidden]; chunk_h, a [chunk rows][hidden];
                                                       // blocks [banks][rows][hidden]
   MoeActivations moe;
   FfnActivations ffn;
@@ -37,7 +38,7 @@ void visit_window(W& w, const ModelConfig& c, size_t R, size_t ffn_rows, F&& f) 
   f(w.chunk_h, ffn_rows * hs);
   f(w.blocks, banks * R * hs);
   f(w.xn, R * hs);
-  f(w.a, R * hs);
+  f(w.a, ffn_rows * hs);
   f(w.mix, banks + 1);
   visit_ffn_buffers(w.moe, w.ffn, c, R, ffn_rows, f);
 }
@@ -46,7 +47,7 @@ void visit_window(W& w, const ModelConfig& c, size_t R, size_t ffn_rows, F&& f) 
 ActivationShape chunk_shape(const SweepShape& s) {
   return ActivationShape{std::max(1, s.chunk_rows),
                          std::max(1, std::min({s.sequences, s.chunk_rows, s.chunk_sequences + 1})),
-                         std::max(1, s.max_context), 1, 0, 0, kDefaultKdaRollback};
+                         std::max(1, s.max_context), 1, 0, 0, kDefaultKdaRollback, /*attention_only=*/true};
 }
 
 }  // namespace
@@ -159,7 +160,7 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
   Activations chunk;
   chunk.allocate(c, chunk_shape(shape));
   const StreamRows all{R, win.h.data(), win.h.data(), win.blocks.data(), static_cast<size_t>(R) * hs,
-                       win.xn.data(), win.a.data(), win.mix.data()};
+                       win.xn.data(), nullptr, win.mix.data()};  // a: a chunk's (win.a)
   double wait = 0;
   auto timed = [&](auto&& fn) {
     auto t0 = Clock::now();
@@ -227,6 +228,7 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
       StreamRows rows = all.slice(k.row0, k.rows, c.hidden);
       std::copy_n(rows.prefix, static_cast<size_t>(k.rows) * hs, win.chunk_h.data());
       rows.h = win.chunk_h.data();
+      rows.a = win.a.data();
       attention_half(c, l, w, rows, chunk_rows, chunk, kda_layer);
       for (int i : layer_chunks.finish(k)) {  // done, and every branch of it started
         SequenceState* f = seqs[static_cast<size_t>(i)].final_state;
@@ -236,15 +238,20 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
     }
     if (!w.is_mla) ++kda_layer;
 
-    // The FFN half over the whole window: each routed expert once for all its rows (the MLPs,
-    // dense and shared, a chunk of rows at a time).
-    if (w.is_dense) {
-      ffn_forward(c, w.dense, win.xn.data(), R, win.a.data(), win.ffn);
-    } else {
-      NJ_RETURN_IF_ERROR(moe_forward(c, l, w.moe, src, win.xn.data(), R, win.a.data(), win.moe, win.ffn, &moe));
+    // The FFN half over the whole window: each routed expert once for all its rows; then the
+    // MLPs (dense and shared), the FFN's output and the residual a chunk of rows at a time.
+    if (!w.is_dense) {
+      NJ_RETURN_IF_ERROR(moe_experts(c, l, w.moe, src, win.xn.data(), R, win.moe, &moe));
       last_.distinct_experts[static_cast<size_t>(l)] = moe.distinct_experts;
     }
-    finish_layer(c, all);
+    for (int r = 0, n = 0; r < R; r += n) {
+      n = std::min(shape.chunk_rows, R - r);
+      if (w.is_dense) ffn_forward(c, w.dense, win.xn.data() + static_cast<size_t>(r) * hs, n, win.a.data(), win.ffn);
+      else moe_output(c, w.moe, win.xn.data(), r, n, win.a.data(), win.moe, win.ffn);
+      StreamRows rows = all.slice(r, n, c.hidden);
+      rows.a = win.a.data();
+      finish_layer(c, rows);
+    }
     if (progress && l + 1 < c.layers && progress->at_boundary(boundary(l + 1))) {
       src.end_step();
       return cancelled("the sweep stopped before layer " + std::to_string(l + 1));

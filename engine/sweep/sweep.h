@@ -59,8 +59,8 @@ struct SweepOptions {
   // Sequences that start in one chunk, at most, and done sequences that may wait for their
   // branches before the branches run: together they bound the layer states the window holds
   // at once (LayerChunks::bound, engine/sweep/layer_chunks.h), whatever its sequences.
-  int chunk_sequences = 16;
-  int waiting_parents = 4;
+  int chunk_sequences = 8;
+  int waiting_parents = 2;
 };
 
 // What one sweep did.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "engine/sweep/layer_chunks.h"
@@ -135,9 +136,11 @@ int walk(const Tree& t, int chunk_rows, int chunk_sequences, int waiting, int la
 TEST_CASE("a sweep layer's chunks cover every row once and hold few states", "[engine][sweep]") {
   SECTION("a classify window of 48 documents, 4 label paths each, after a template prefix") {
     const Tree t = classify_window(48, 4);
-    const int peak = walk(t, 256, 16, 4);
-    CHECK(peak <= LayerChunks::bound(16, 4, 2));
-    CHECK(peak < static_cast<int>(t.parent.size()) / 4);  // 241 sequences
+    for (auto [starting, waiting] : {std::pair(8, 2), std::pair(16, 4)}) {  // the default, and more
+      const int peak = walk(t, 256, starting, waiting);
+      CHECK(peak <= LayerChunks::bound(starting, waiting, 2));
+      CHECK(peak < static_cast<int>(t.parent.size()) / 4);  // 241 sequences
+    }
   }
   SECTION("tiny chunks, one waiting parent") { walk(classify_window(9, 3), 4, 1, 1); }
   SECTION("random trees") {
