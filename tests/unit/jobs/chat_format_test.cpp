@@ -111,7 +111,7 @@ TEST_CASE("thinking on: the effort message first, think elements (even empty), t
                       "<|open|>message role=\"assistant\"<|sep|><|open|>think<|sep|>");
 }
 
-TEST_CASE("the effort word is the chosen level; the default is max", "[jobs][chat][tokenizer]") {
+TEST_CASE("the effort word is the chosen level, the default is max", "[jobs][chat][tokenizer]") {
   const std::vector<ChatMessage> hi = {{ChatRole::kUser, "hi", ""}};
   for (ThinkingEffort e : {ThinkingEffort::kLow, ThinkingEffort::kMedium, ThinkingEffort::kMax}) {
     const std::string word = thinking_effort_name(e);
@@ -189,7 +189,7 @@ TEST_CASE("a tokenizer without the chat format's control tokens is named", "[job
         "messages need K3's chat format (k3-model.md 9.1)");
 }
 
-TEST_CASE("roles by name; developer reads as system", "[jobs][chat]") {
+TEST_CASE("roles by name, developer reads as system", "[jobs][chat]") {
   CHECK(parse_chat_role("developer") == ChatRole::kSystem);
   CHECK(parse_chat_role("system") == ChatRole::kSystem);
   CHECK(parse_chat_role("user") == ChatRole::kUser);

@@ -11,7 +11,7 @@
 namespace nj::jobs {
 namespace {
 
-TEST_CASE("batch lines become requests with their settings; nulls and blank lines are skipped",
+TEST_CASE("batch lines become requests with their settings, nulls and blank lines are skipped",
           "[jobs][openai]") {
   const std::string text =
       R"({"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "temperature": 0.5, "seed": 9, "top_p": 0.75}})"
@@ -31,7 +31,7 @@ TEST_CASE("batch lines become requests with their settings; nulls and blank line
   const OpenAiRequest& b = (*reqs)[1];
   CHECK(b.line == 3);
   CHECK(b.params.max_tokens == 7);
-  CHECK(b.params.sampling.temperature == 0.0f);
+  CHECK(b.params.sampling.temperature == kDefaultOpenAiTemperature);  // null: as if absent
   REQUIRE(b.messages.size() == 1);
   CHECK(b.messages[0].role == ChatRole::kSystem);
   CHECK(b.messages[0].content == "xy");
@@ -148,7 +148,7 @@ TEST_CASE("stop, logprobs and top_logprobs become item settings", "[jobs][openai
   CHECK_THAT(error(R"("logprobs": 1)"), Catch::Contains("body.logprobs: expected true or false"));
 }
 
-TEST_CASE("an assistant message's reasoning_content is read; other roles may not have one",
+TEST_CASE("an assistant message's reasoning_content is read, other roles may not have one",
           "[jobs][openai][chat]") {
   auto reqs = parse_openai_batch(
       R"({"custom_id": "a", "body": {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo", "reasoning_content": "greet"}, {"role": "user", "content": "and?", "reasoning_content": null}]}})"

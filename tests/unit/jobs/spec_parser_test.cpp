@@ -207,7 +207,7 @@ TEST_CASE("a model directory without config.json is reported at the model key", 
 namespace nj::jobs {
 namespace {
 
-TEST_CASE("speculative: is auto by default, or off or ngram when given; other modes are refused",
+TEST_CASE("speculative: is auto by default, or off or ngram when given, other modes are refused",
           "[jobs][spec]") {
   const std::string head = "name: x\nmodel: /m\nkind: generate\n";
   const std::string items = "items:\n  - {id: a, prompt_ids: [1]}\n";

@@ -25,7 +25,7 @@ TEST_CASE("logprobs are the log-softmax of the logits, most likely first", "[eng
   CHECK(token_logprobs(logits, 0, 99).top.size() == 4);  // at most the vocabulary
 }
 
-TEST_CASE("logprobs: ties go to the lower id; NaN is impossible; huge logits do not overflow",
+TEST_CASE("logprobs: ties go to the lower id, NaN is impossible, huge logits do not overflow",
           "[engine][logprobs]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> logits = {1.0f, 3.0f, nan, 3.0f};

@@ -163,14 +163,15 @@ TEST_CASE(
     "[engine][pack][lossless]") {
   // Four I/O threads, so four staging buffers: a gated batch never opened takes two (its
   // decodes wait until the pool stops), an open batch the other two while its first decode
-  // is held, and its third read waits for a buffer. The pool is stopped then, and the held
+  // (whichever of its reads finished first: the one decoder then decodes nothing else) is
+  // held, and its third read waits for a buffer. The pool is stopped then, and the held
   // decode let go: one freed buffer wakes one thread for the last read, and the others,
   // waiting for staging, must see that nothing is left.
   static constexpr size_t block = 64 << 10;
   PatternFile f(8 * block);
   auto file = open_random_access(f.path, IoMode::kBuffered);
   REQUIRE(file.ok());
-  std::atomic<bool> let_go{false};
+  std::atomic<bool> let_go{false}, held{false};
   auto requests = [&](size_t first, size_t n, bool hold_first) {
     std::vector<ReadRequest> reqs;
     for (size_t k = first; k < first + n; ++k) {
@@ -178,8 +179,9 @@ TEST_CASE(
       r.file = file->get();
       r.offset = k * block;
       r.length = block;
-      r.consume = [&let_go, hold = hold_first && k == first](std::span<const uint8_t>) {
-        while (hold && !let_go) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      r.consume = [&let_go, &held, hold_first](std::span<const uint8_t>) {
+        if (hold_first && !held.exchange(true))
+          while (!let_go) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         return Status();
       };
       reqs.push_back(std::move(r));
@@ -188,6 +190,10 @@ TEST_CASE(
   };
   auto pool = ReadPool::create(4, 4u << 20, block, 1);
   REQUIRE(pool.ok());
+  struct LetGo {  // a failed REQUIRE must not leave the held decode (and the pool's end) waiting
+    std::atomic<bool>& flag;
+    ~LetGo() { flag = true; }
+  } let_go_on_exit{let_go};
   auto wait_bytes = [&](uint64_t n) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while ((*pool)->counters().bytes < n && std::chrono::steady_clock::now() < until)

@@ -205,7 +205,7 @@ TEST_CASE("merge refuses records of other jobs, other shardings and malformed li
   }
 }
 
-TEST_CASE("merge reads task files from the array directory; the manifest is checked",
+TEST_CASE("merge reads task files from the array directory, the manifest is checked",
           "[runner][merge]") {
   TempDir dir;
   const std::string d = dir.file("array");

@@ -117,7 +117,7 @@ TEST_CASE("a reclaim reports the items it fails for good (issue 35, item 1)", "[
   CHECK(reclaimed[0].error.find("host/100/5 died") != std::string::npos);
 }
 
-TEST_CASE("a process death charges no item of its batch; twice, they run alone, where a death "
+TEST_CASE("a process death charges no item of its batch, twice, they run alone, where a death "
           "is charged (issue 35, item 2)",
           "[runner][queue]") {
   TempDir dir;

@@ -108,7 +108,7 @@ TEST_CASE("the digest covers items and settings, not the spec's path", "[runner]
   CHECK(job_digest(a) != job_digest(c));
 }
 
-TEST_CASE("a store created with a rollback journal keeps it; a WAL store keeps WAL",
+TEST_CASE("a store created with a rollback journal keeps it, a WAL store keeps WAL",
           "[runner][store][shard]") {
   TempDir dir;
   StoreOptions rollback;
