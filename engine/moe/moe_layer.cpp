@@ -22,14 +22,15 @@ namespace nj {
 Status moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, WeightSource& source, const float* x,
                    int rows, float* out, MoeActivations& a, FfnActivations& ffn, MoeCounters* counters,
                    RoutingProfile* profile, bool count_routing) {
-  NJ_RETURN_IF_ERROR(moe_experts(c, layer, w, source, x, rows, a, counters, profile, count_routing));
+  NJ_RETURN_IF_ERROR(
+      moe_experts(c, layer, w, source, x, rows, a, counters, profile, count_routing));
   moe_output(c, w, x, 0, rows, out, a, ffn);
   return Status();
 }
 
-Status moe_experts(const ModelConfig& c, int layer, const MoeWeights& w, WeightSource& source, const float* x,
-                   int rows, MoeActivations& a, MoeCounters* counters, RoutingProfile* profile,
-                   bool count_routing) {
+Status moe_experts(const ModelConfig& c, int layer, const MoeWeights& w, WeightSource& source,
+                   const float* x, int rows, MoeActivations& a, MoeCounters* counters,
+                   RoutingProfile* profile, bool count_routing) {
   const int E = c.num_experts, k = c.top_k, lat = c.latent, mi = c.moe_inter;
   const size_t hs = static_cast<size_t>(c.hidden), ls = static_cast<size_t>(lat), ks = static_cast<size_t>(k);
   const size_t R = static_cast<size_t>(rows), Es = static_cast<size_t>(E);
@@ -139,10 +140,11 @@ Status moe_experts(const ModelConfig& c, int layer, const MoeWeights& w, WeightS
   return Status();
 }
 
-void moe_output(const ModelConfig& c, const MoeWeights& w, const float* x, int first, int n, float* out,
-                MoeActivations& a, FfnActivations& ffn) {
+void moe_output(const ModelConfig& c, const MoeWeights& w, const float* x, int first, int n,
+                float* out, MoeActivations& a, FfnActivations& ffn) {
   const int lat = c.latent;
-  const size_t hs = static_cast<size_t>(c.hidden), ls = static_cast<size_t>(lat), R = static_cast<size_t>(n);
+  const size_t hs = static_cast<size_t>(c.hidden), ls = static_cast<size_t>(lat),
+               R = static_cast<size_t>(n);
   float* acc = a.acc.data() + static_cast<size_t>(first) * ls;
   x += static_cast<size_t>(first) * hs;
   // acc = RMSNorm(Σ_j w_j · y_j); out = up_proj acc + shared(x), the shared expert a chunk of

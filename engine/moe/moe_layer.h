@@ -34,10 +34,10 @@ Status moe_forward(const ModelConfig& c, int layer, const MoeWeights& w, WeightS
 // routes x and sums each row's experts into a.acc [rows][latent]; moe_output then gives
 // out [n][hidden] for rows first .. first + n (a.acc's and x's), in any pieces: each row's
 // bits are moe_forward's.
-Status moe_experts(const ModelConfig& c, int layer, const MoeWeights& w, WeightSource& source, const float* x,
-                   int rows, MoeActivations& a, MoeCounters* counters, RoutingProfile* profile = nullptr,
-                   bool count_routing = false);
-void moe_output(const ModelConfig& c, const MoeWeights& w, const float* x, int first, int n, float* out,
-                MoeActivations& a, FfnActivations& ffn);
+Status moe_experts(const ModelConfig& c, int layer, const MoeWeights& w, WeightSource& source,
+                   const float* x, int rows, MoeActivations& a, MoeCounters* counters,
+                   RoutingProfile* profile = nullptr, bool count_routing = false);
+void moe_output(const ModelConfig& c, const MoeWeights& w, const float* x, int first, int n,
+                float* out, MoeActivations& a, FfnActivations& ffn);
 
 }  // namespace nj

@@ -35,11 +35,13 @@ WindowCost window_cost(const ModelConfig& c, const SweepWork& w, int documents) 
   k.rows = static_cast<int>(per_doc * documents + w.start_rows);
   const int sequences = documents * (1 + w.branches) + (prefix ? 1 : 0);
   const int context = static_cast<int>(w.start_rows + per_doc);
-  k.activations = sweep_activation_bytes(
-      c, SweepShape{k.rows, w.chunk_rows, sequences, context, w.logits_rows * documents, w.chunk_sequences});
+  k.activations =
+      sweep_activation_bytes(c, SweepShape{k.rows, w.chunk_rows, sequences, context,
+                                           w.logits_rows * documents, w.chunk_sequences});
   // The window holds a bounded number of layer states at once (layer_chunks.h).
   const int depth = (w.branches > 0 ? 1 : 0) + (prefix ? 1 : 0);
-  const int live = std::min(sequences, LayerChunks::bound(w.chunk_sequences, w.waiting_parents, depth));
+  const int live =
+      std::min(sequences, LayerChunks::bound(w.chunk_sequences, w.waiting_parents, depth));
   k.states = static_cast<uint64_t>(live) * layer_state_bytes(c, context);
   return k;
 }

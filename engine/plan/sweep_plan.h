@@ -3,9 +3,9 @@
 // A sweep holds, besides the weights it streams, the window's residual stream and its FFN
 // half's buffers (sweep_activation_bytes: per window row, plus one chunk of the attention
 // half's scratch), one layer's states of the sequences alive at once (documents and their
-// label branches, each at its deepest context; LayerChunks::bound of them), and the start state the documents share (the
-// template prefix, every layer of it). The weights get what is left, planned by the
-// residency planner as for one row (ring, expert buffers, then pinned units and cache), and
+// label branches, each at its deepest context; LayerChunks::bound of them), and the start state the
+// documents share (the template prefix, every layer of it). The weights get what is left, planned
+// by the residency planner as for one row (ring, expert buffers, then pinned units and cache), and
 // need at least its minimum. The window is the most documents that fit, at most the job's;
 // when a ring of one trunk unit (no read ahead) holds more of them than the usual two, the
 // plan takes one (PlanOptions::ring_slots).
@@ -38,7 +38,7 @@ struct SweepWindowPlan {
   int rows = 0;                // per window
   int64_t windows = 0;         // to sweep the job's documents
   uint64_t activation_bytes = 0;  // the window's buffers (sweep_activation_bytes)
-  uint64_t state_bytes = 0;    // the layer states alive at once + the shared start state
+  uint64_t state_bytes = 0;       // the layer states alive at once + the shared start state
   uint64_t weight_budget = 0;  // what is left for the weights (0 = everything resident)
   uint64_t min_memory_bytes = 0;  // the least budget that sweeps one document
   ResidencyPlan residency;     // the weights' plan under weight_budget

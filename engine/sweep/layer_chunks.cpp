@@ -7,8 +7,9 @@
 
 namespace nj {
 
-LayerChunks::LayerChunks(std::span<const int> parent, std::span<const int> row0, std::span<const int> rows,
-                         int chunk_rows, int chunk_sequences, int waiting_parents)
+LayerChunks::LayerChunks(std::span<const int> parent, std::span<const int> row0,
+                         std::span<const int> rows, int chunk_rows, int chunk_sequences,
+                         int waiting_parents)
     : parent_(parent.begin(), parent.end()),
       row0_(row0.begin(), row0.end()),
       rows_(rows.begin(), rows.end()),
@@ -23,11 +24,14 @@ LayerChunks::LayerChunks(std::span<const int> parent, std::span<const int> row0,
       depth[i] = depth[static_cast<size_t>(parent_[i])] + 1;
       ++children_[static_cast<size_t>(parent_[i])];
     }
-    if (static_cast<size_t>(depth[i]) >= generations_.size()) generations_.resize(static_cast<size_t>(depth[i]) + 1);
+    if (static_cast<size_t>(depth[i]) >= generations_.size())
+      generations_.resize(static_cast<size_t>(depth[i]) + 1);
     generations_[static_cast<size_t>(depth[i])].push_back(static_cast<int>(i));
   }
   for (auto& g : generations_) {
-    std::sort(g.begin(), g.end(), [&](int a, int b) { return row0_[static_cast<size_t>(a)] < row0_[static_cast<size_t>(b)]; });
+    std::sort(g.begin(), g.end(), [&](int a, int b) {
+      return row0_[static_cast<size_t>(a)] < row0_[static_cast<size_t>(b)];
+    });
     const int last = g.back();
     generation_end_.push_back(row0_[static_cast<size_t>(last)] + rows_[static_cast<size_t>(last)]);
   }
@@ -57,12 +61,15 @@ int LayerChunks::ready_rows(int d) const {
 
 bool LayerChunks::next(Chunk& k) {
   const int G = static_cast<int>(generations_.size());
-  auto unfinished = [&](int d) { return cursor_[static_cast<size_t>(d)] < generation_end_[static_cast<size_t>(d)]; };
+  auto unfinished = [&](int d) {
+    return cursor_[static_cast<size_t>(d)] < generation_end_[static_cast<size_t>(d)];
+  };
   int d = -1;
   for (int g = G - 1; g >= 1 && d < 0; --g) {
     if (!unfinished(g)) continue;
     const int ready = ready_rows(g);
-    if (ready > 0 && (ready >= chunk_rows_ || !unfinished(g - 1) || waiting_ >= waiting_parents_)) d = g;
+    if (ready > 0 && (ready >= chunk_rows_ || !unfinished(g - 1) || waiting_ >= waiting_parents_))
+      d = g;
   }
   for (int g = 0; g < G && d < 0; ++g)
     if (unfinished(g)) d = g;  // every generation before it is done: all its rows are ready
@@ -122,8 +129,10 @@ std::vector<int> LayerChunks::finish(const Chunk& k) {
     const auto s = static_cast<size_t>(i);
     if (row0_[s] + rows_[s] > k.row0 + k.rows) continue;  // goes on in the next chunk
     done_[s] = 1;
-    if (children_left_[s] == 0) release(i, out);
-    else ++waiting_;
+    if (children_left_[s] == 0)
+      release(i, out);
+    else
+      ++waiting_;
   }
   return out;
 }

@@ -8,9 +8,9 @@
 
 #include "engine/forward/decoder_layer.h"
 #include "engine/moe/ffn.h"
-#include "engine/sweep/layer_chunks.h"
 #include "engine/moe/moe_layer.h"
 #include "engine/ops/kernels.h"
+#include "engine/sweep/layer_chunks.h"
 
 namespace nj {
 namespace {
@@ -23,8 +23,8 @@ using Clock = std::chrono::steady_clock;
 // halves h is dead: the FFN reads xn); the attention half's h is a chunk's, and so is the
 // output of either half (each is added to the prefix a chunk at a time).
 struct WindowBuffers {
-  std::vector<float> h, chunk_h, blocks, xn, a, mix;  // [rows][hidden]; chunk_h, a [chunk rows][hidden];
-                                                      // blocks [banks][rows][hidden]
+  std::vector<float> h, chunk_h, blocks, xn, a, mix;  // [rows][hidden]; chunk_h, a [chunk
+                                                      // rows][hidden]; blocks [banks][rows][hidden]
   MoeActivations moe;
   FfnActivations ffn;
 };
@@ -47,7 +47,12 @@ void visit_window(W& w, const ModelConfig& c, size_t R, size_t ffn_rows, F&& f) 
 ActivationShape chunk_shape(const SweepShape& s) {
   return ActivationShape{std::max(1, s.chunk_rows),
                          std::max(1, std::min({s.sequences, s.chunk_rows, s.chunk_sequences + 1})),
-                         std::max(1, s.max_context), 1, 0, 0, kDefaultKdaRollback, /*attention_only=*/true};
+                         std::max(1, s.max_context),
+                         1,
+                         0,
+                         0,
+                         kDefaultKdaRollback,
+                         /*attention_only=*/true};
 }
 
 }  // namespace
@@ -126,9 +131,11 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
       if (depth[static_cast<size_t>(i)] == d) order.push_back(i);
     std::stable_sort(order.begin() + static_cast<long>(first), order.end(), [&](int a, int b) {
       const int pa = seqs[static_cast<size_t>(a)].parent, pb = seqs[static_cast<size_t>(b)].parent;
-      return (pa < 0 ? -1 : rank[static_cast<size_t>(pa)]) < (pb < 0 ? -1 : rank[static_cast<size_t>(pb)]);
+      return (pa < 0 ? -1 : rank[static_cast<size_t>(pa)]) <
+             (pb < 0 ? -1 : rank[static_cast<size_t>(pb)]);
     });
-    for (size_t k = first; k < order.size(); ++k) rank[static_cast<size_t>(order[k])] = static_cast<int>(k);
+    for (size_t k = first; k < order.size(); ++k)
+      rank[static_cast<size_t>(order[k])] = static_cast<int>(k);
   }
   std::vector<int> row0(seqs.size());
   std::vector<int32_t> ids;
@@ -144,8 +151,9 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
     ids.insert(ids.end(), s.ids.begin(), s.ids.end());
     context = static_cast<int>(std::max<int64_t>(context, position0[static_cast<size_t>(i)] + n));
   }
-  const SweepShape shape{R, std::max(1, options_.chunk_rows), S, context, static_cast<int>(wanted.size()),
-                         std::max(1, options_.chunk_sequences)};
+  const SweepShape shape{
+      R,       std::max(1, options_.chunk_rows), S,
+      context, static_cast<int>(wanted.size()),  std::max(1, options_.chunk_sequences)};
   std::vector<int> parents(seqs.size()), lengths(seqs.size());
   for (int i = 0; i < S; ++i) {
     parents[static_cast<size_t>(i)] = seqs[static_cast<size_t>(i)].parent;
@@ -159,8 +167,14 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
                [](auto& buf, size_t n) { buf.resize(n); });
   Activations chunk;
   chunk.allocate(c, chunk_shape(shape));
-  const StreamRows all{R, win.h.data(), win.h.data(), win.blocks.data(), static_cast<size_t>(R) * hs,
-                       win.xn.data(), nullptr, win.mix.data()};  // a: a chunk's (win.a)
+  const StreamRows all{R,
+                       win.h.data(),
+                       win.h.data(),
+                       win.blocks.data(),
+                       static_cast<size_t>(R) * hs,
+                       win.xn.data(),
+                       nullptr,
+                       win.mix.data()};  // a: a chunk's (win.a)
   double wait = 0;
   auto timed = [&](auto&& fn) {
     auto t0 = Clock::now();
@@ -212,10 +226,13 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
         const SweepSequence& s = seqs[static_cast<size_t>(i)];
         if (s.parent >= 0) {
           const auto p = static_cast<size_t>(s.parent);
-          if (layer_chunks.last_branch(i) && !seqs[p].final_state) states[static_cast<size_t>(i)] = std::move(states[p]);
-          else states[static_cast<size_t>(i)] = states[p];
+          if (layer_chunks.last_branch(i) && !seqs[p].final_state)
+            states[static_cast<size_t>(i)] = std::move(states[p]);
+          else
+            states[static_cast<size_t>(i)] = states[p];
         } else {
-          states[static_cast<size_t>(i)] = s.start ? s.start->layers[static_cast<size_t>(l)] : LayerState::empty(c, l);
+          states[static_cast<size_t>(i)] =
+              s.start ? s.start->layers[static_cast<size_t>(l)] : LayerState::empty(c, l);
         }
       }
       for (int i : k.sequences) {
@@ -246,8 +263,11 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
     }
     for (int r = 0, n = 0; r < R; r += n) {
       n = std::min(shape.chunk_rows, R - r);
-      if (w.is_dense) ffn_forward(c, w.dense, win.xn.data() + static_cast<size_t>(r) * hs, n, win.a.data(), win.ffn);
-      else moe_output(c, w.moe, win.xn.data(), r, n, win.a.data(), win.moe, win.ffn);
+      if (w.is_dense)
+        ffn_forward(c, w.dense, win.xn.data() + static_cast<size_t>(r) * hs, n, win.a.data(),
+                    win.ffn);
+      else
+        moe_output(c, w.moe, win.xn.data(), r, n, win.a.data(), win.moe, win.ffn);
       StreamRows rows = all.slice(r, n, c.hidden);
       rows.a = win.a.data();
       finish_layer(c, rows);

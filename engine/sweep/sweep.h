@@ -15,10 +15,10 @@
 //   the head over the rows whose logits are wanted
 //
 // What crosses a layer boundary is only the window's residual stream (per row: h, which the
-// running prefix equals there, and the attention-residual bank). Every step is per row and every matrix product keeps its
-// canonical order (engine/ops/kernels.h), so each sequence's logits and final state are bit
-// for bit what Forward::run gives for it alone, whatever the window, the chunking, the
-// budget, the threads or the SIMD level.
+// running prefix equals there, and the attention-residual bank). Every step is per row and every
+// matrix product keeps its canonical order (engine/ops/kernels.h), so each sequence's logits and
+// final state are bit for bit what Forward::run gives for it alone, whatever the window, the
+// chunking, the budget, the threads or the SIMD level.
 //
 // A branch (SweepSequence::parent) continues another sequence of the window from its end,
 // inside each layer: its layer state starts as a copy of the parent's after the parent's

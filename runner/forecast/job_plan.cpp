@@ -211,8 +211,8 @@ SweepWork sweep_work(const JobWork& work) {
   return w;
 }
 
-JobPrediction predict_sweeps(const JobWork& work, int window,
-                             const PassCostModel& cost, const BoundaryCost& boundary) {
+JobPrediction predict_sweeps(const JobWork& work, int window, const PassCostModel& cost,
+                             const BoundaryCost& boundary) {
   JobPrediction p;
   p.items = static_cast<int64_t>(work.items.size());
   if (work.items.empty()) return p;

@@ -313,7 +313,6 @@ AttemptReport ClassifyRun::lost() {
   return end_.lost(0);
 }
 
-
 Result<ClassifyRun::Step> ClassifyRun::passes_document(const jobs::LabelTrie& trie,
                                                        int64_t resumed, LabelLogits& out) {
   NJ_ASSIGN_OR_RETURN(Step step, feed_chunked(std::span<const int32_t>(item_.prompt_ids).subspan(

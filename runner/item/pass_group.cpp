@@ -155,13 +155,15 @@ void PassGroup::run_sweep(std::vector<Member*> members) {
   std::vector<SweepSequence> window;
   std::map<int64_t, int> prefix_of;  // job -> its prefix's index in the window
   for (Member* m : members)
-    if (!m->sweep_after.empty() && prefix_of.emplace(m->sweep_job, static_cast<int>(window.size())).second)
+    if (!m->sweep_after.empty() &&
+        prefix_of.emplace(m->sweep_job, static_cast<int>(window.size())).second)
       window.push_back(SweepSequence{m->sweep_after, nullptr, -1, LogitsWanted::kNone});
   for (Member* m : members) {
     const int base = static_cast<int>(window.size());
     for (SweepSequence s : m->sweep) {
       if (s.parent >= 0) s.parent += base;
-      else if (!s.start && !m->sweep_after.empty()) s.parent = prefix_of.at(m->sweep_job);
+      else if (!s.start && !m->sweep_after.empty())
+        s.parent = prefix_of.at(m->sweep_job);
       window.push_back(s);
     }
   }

@@ -85,9 +85,9 @@ class ItemSession {
   // Replaces the state (restore from a state checkpoint). REQUIRES: shaped for this model.
   void set_state(SequenceState state) { state_ = std::move(state); }
   // The layer sweep (engine/sweep/sweep.h): runs `part` (this item's sequences; parents index
-  // into it; `job_id` and `item_id` its item's) in the group's next sweep, which carries the parts of every
-  // member that waits with one (the window). Each sequence's usage, when not given, is this
-  // item's. `after`, when not empty, is the job's template prefix: the part's roots without a
+  // into it; `job_id` and `item_id` its item's) in the group's next sweep, which carries the parts
+  // of every member that waits with one (the window). Each sequence's usage, when not given, is
+  // this item's. `after`, when not empty, is the job's template prefix: the part's roots without a
   // start state continue it, and the window computes it once for all its items of the job
   // (a root of the window, the parent of their documents; its cost is shared by their rows).
   // Leaves the session's own state as it was. Errors: the sweep's (every member of a
@@ -158,7 +158,8 @@ class PassGroup {
   // the sweep's status and sets *window to the parts it carried.
   Status take_sweep(std::span<SweepSequence> part, int64_t job_id, int64_t item_id,
                     std::span<const int32_t> after, int* window);
-  public:
+
+ public:
   // Sweeps save their layer boundaries in the home and resume from them (sweep_boundaries.h).
   // Scheduler's side, before members start.
   void keep_sweep_boundaries(SweepKeeping keeping) { keeping_ = std::move(keeping); }

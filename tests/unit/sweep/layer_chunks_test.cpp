@@ -96,7 +96,8 @@ int walk(const Tree& t, int chunk_rows, int chunk_sequences, int waiting, int la
         const auto s = static_cast<size_t>(i);
         CHECK(depth[s] == k.generation);
         CHECK(!released[s]);
-        const int lo = std::max(t.row0[s], k.row0), hi = std::min(t.row0[s] + t.rows[s], k.row0 + k.rows);
+        const int lo = std::max(t.row0[s], k.row0),
+                  hi = std::min(t.row0[s] + t.rows[s], k.row0 + k.rows);
         CHECK(lo == next_row);
         next_row = hi;
         done_rows[s] += hi - lo;
@@ -142,13 +143,16 @@ TEST_CASE("a sweep layer's chunks cover every row once and hold few states", "[e
       CHECK(peak < static_cast<int>(t.parent.size()) / 4);  // 241 sequences
     }
   }
-  SECTION("tiny chunks, one waiting parent") { walk(classify_window(9, 3), 4, 1, 1); }
+  SECTION("tiny chunks, one waiting parent") {
+    walk(classify_window(9, 3), 4, 1, 1);
+  }
   SECTION("random trees") {
     std::mt19937 rng(7);
     for (int n = 0; n < 300; ++n) {
       const Tree t = random_tree(rng, 1 + n % 60);
       INFO("tree " << n);
-      walk(t, 1 + static_cast<int>(rng() % 64), 1 + static_cast<int>(rng() % 8), 1 + static_cast<int>(rng() % 5));
+      walk(t, 1 + static_cast<int>(rng() % 64), 1 + static_cast<int>(rng() % 8),
+           1 + static_cast<int>(rng() % 5));
     }
   }
 }

@@ -51,8 +51,9 @@ TEST_CASE("a sweep's window row costs its residual stream, routing and latent su
   // several groups when it serves more rows than they hold), not either half's output (added
   // to the prefix a chunk of rows at a time).
   const uint64_t hidden = static_cast<uint64_t>(c.hidden), banks = static_cast<uint64_t>(banked_before(c, c.layers));
-  const uint64_t expected = 4 * ((2 + banks) * hidden + static_cast<uint64_t>(c.num_experts) +
-                                 3 * static_cast<uint64_t>(c.top_k) + 2 * static_cast<uint64_t>(c.latent));
+  const uint64_t expected =
+      4 * ((2 + banks) * hidden + static_cast<uint64_t>(c.num_experts) +
+           3 * static_cast<uint64_t>(c.top_k) + 2 * static_cast<uint64_t>(c.latent));
   for (int rows : {1024, 8192}) {
     const uint64_t per_row = (window_bytes(c, 2 * rows) - window_bytes(c, rows)) / static_cast<uint64_t>(rows);
     CHECK(per_row == expected);

@@ -113,8 +113,9 @@ void check_sweep(Model& model, const Window& w, const SequenceState& prefix, con
   std::vector<SequenceState> finals(D + B);
   for (size_t i = 0; i < D; ++i) {
     logits[i].resize(w.docs[i].size() * vocab);
-    seqs[i] = SweepSequence{w.docs[i], w.after_prefix[i] ? &prefix : nullptr, -1, LogitsWanted::kAll,
-                            logits[i].data(), &last[i], doc_finals ? &finals[i] : nullptr};
+    seqs[i] = SweepSequence{
+        w.docs[i], w.after_prefix[i] ? &prefix : nullptr, -1, LogitsWanted::kAll, logits[i].data(),
+        &last[i],  doc_finals ? &finals[i] : nullptr};
   }
   for (size_t b = 0; b < B; ++b) {
     const auto& [doc, ids] = w.branches[b];
@@ -126,7 +127,8 @@ void check_sweep(Model& model, const Window& w, const SequenceState& prefix, con
   const Status st = sweep.run(seqs);
   INFO(st.to_string());
   REQUIRE(st.ok());
-  CHECK(sweep.last().peak_states <= LayerChunks::bound(options.chunk_sequences, options.waiting_parents, 2));
+  CHECK(sweep.last().peak_states <=
+        LayerChunks::bound(options.chunk_sequences, options.waiting_parents, 2));
   for (size_t i = 0; i < D; ++i) {
     INFO("document " << i);
     CHECK(same_bits(logits[i], e.doc_logits[i]));
@@ -165,10 +167,11 @@ void check_model(const std::string& dir) {
         INFO(dir << " at " << budget << ": " << model.status().to_string());
         REQUIRE(model.ok());
         // Chunks of rows and of starting sequences, and parents let wait for their branches.
-        for (SweepOptions o : {SweepOptions{1}, SweepOptions{4}, SweepOptions{256}, SweepOptions{4, 1, 1},
-                               SweepOptions{256, 2, 1}}) {
+        for (SweepOptions o : {SweepOptions{1}, SweepOptions{4}, SweepOptions{256},
+                               SweepOptions{4, 1, 1}, SweepOptions{256, 2, 1}}) {
           INFO("simd " << simd_level_name(level) << ", threads " << threads << ", budget " << budget
-                       << ", chunk " << o.chunk_rows << "/" << o.chunk_sequences << "/" << o.waiting_parents);
+                       << ", chunk " << o.chunk_rows << "/" << o.chunk_sequences << "/"
+                       << o.waiting_parents);
           check_sweep(**model, w, prefix, e, o);
           if (o.chunk_rows == 256) check_sweep(**model, w, prefix, e, o, /*doc_finals=*/false);
         }

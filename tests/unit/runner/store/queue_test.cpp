@@ -117,9 +117,10 @@ TEST_CASE("a reclaim reports the items it fails for good (issue 35, item 1)", "[
   CHECK(reclaimed[0].error.find("host/100/5 died") != std::string::npos);
 }
 
-TEST_CASE("a process death charges no item of its batch, twice, they run alone, where a death "
-          "is charged (issue 35, item 2)",
-          "[runner][queue]") {
+TEST_CASE(
+    "a process death charges no item of its batch, twice, they run alone, where a death "
+    "is charged (issue 35, item 2)",
+    "[runner][queue]") {
   TempDir dir;
   double now = 1000;
   auto s = open_with_clock(dir.file("s.db"), now);
