@@ -25,12 +25,15 @@ def run(binary, work, spec, tag, flags):
     job = nj.submit(spec)
     bn.drop_caches()
     t0 = bn.time.monotonic()
-    p = nj.run("run", "--drain", "--log-seconds", "100000", "--threads", str(bn.THREADS), *flags, timeout=14400)
+    p = nj.run("run", "--drain", "--log-seconds", "100000", "--threads", str(bn.THREADS), "--output", "json",
+               *flags, timeout=14400)
     wall = bn.time.monotonic() - t0
     if p.returncode != 0:
         raise SystemExit("run %s failed (%d): %s" % (tag, p.returncode, p.stderr[-2000:]))
     results = sorted(nj.results(job), key=lambda r: r["custom_id"])
-    return {"wall": wall, "results": results}
+    # The job's reads: the run's own total (every pass and sweep, the template prefix's
+    # included), not the sum of the items' shares, which leaves out a prefix prefilled apart.
+    return {"wall": wall, "results": results, "bytes_read": json.loads(p.stdout)["bytes_read"]}
 
 
 def shutil_rm(path):
@@ -69,10 +72,11 @@ def main():
         plan = json.loads(bn.subprocess.run(plan_args, capture_output=True, text=True, check=True).stdout)
         r = run(a.bin, work, spec, s, flags[s])
         eng = [x["engine"] for x in r["results"]]
-        read = sum(e["bytes_read"] for e in eng)
+        read = r["bytes_read"]
+        shares = sum(e["bytes_read"] for e in eng)
         compute = sum(e["compute_s"] for e in eng)
         tokens = sum(e["tokens_fed"] for e in eng)
-        rows[s] = {"wall_s": r["wall"], "bytes": read, "model_reads": read / size, "bytes_per_doc": read / a.docs,
+        rows[s] = {"wall_s": r["wall"], "bytes": read, "item_bytes": shares, "model_reads": read / size, "bytes_per_doc": read / a.docs,
                    "docs_per_hour": a.docs / r["wall"] * 3600, "compute_s_per_row": compute / max(1, tokens),
                    "compute_s": compute, "window": max(e.get("window") or 0 for e in eng),
                    "plan_bytes": plan["predicted_bytes"], "plan_seconds": plan["predicted_seconds"],
