@@ -106,7 +106,7 @@ struct PatternFile {
 
 TEST_CASE(
     "a gated batch is read ahead but decoded only once its gate opens, into the gate's "
-    "destination; one never opened is dropped when the pool stops",
+    "destination, one never opened is dropped when the pool stops",
     "[engine][pack][lossless]") {
   static constexpr size_t block = 64 << 10;  // static: the read callbacks need no capture
   PatternFile f(8 * block);
