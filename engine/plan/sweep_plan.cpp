@@ -53,8 +53,9 @@ Result<SweepWindowPlan> plan_sweep_window(const ModelLayout& layout, uint64_t bu
   const ModelConfig& c = layout.config();
   SweepWindowPlan p;
   // The weights' own plan holds no sequence state (the window brings its own) and the
-  // activations of a prefill pass over the start state (the template prefix, prefilled once
-  // by ordinary passes before the window's sweep).
+  // activations of a prefill pass over the start state's length (a sweep computes the
+  // template prefix inside its window; the pass is what --no-prefix-reuse feeds it with, and
+  // otherwise goes unused, though the runner's Forward allocates it).
   p.options = base;
   p.options.batch = 1;
   p.options.max_context = static_cast<int>(std::max<int64_t>(1, work.start_rows));

@@ -26,7 +26,7 @@ struct SweepWork {
   int64_t document_rows = 1;  // rows of its longest document
   int64_t branch_rows = 0;   // rows of a document's label branches (feed paths, summed)
   int branches = 0;          // label branches per document
-  int64_t start_rows = 0;    // positions of the shared start state (the template prefix)
+  int64_t start_rows = 0;    // rows of the job's template prefix: the window's root
   int logits_rows = 1;       // rows per document whose logits are wanted (root + branches)
   int chunk_rows = SweepOptions{}.chunk_rows;
   int chunk_sequences = SweepOptions{}.chunk_sequences;
@@ -38,7 +38,7 @@ struct SweepWindowPlan {
   int rows = 0;                // per window
   int64_t windows = 0;         // to sweep the job's documents
   uint64_t activation_bytes = 0;  // the window's buffers (sweep_activation_bytes)
-  uint64_t state_bytes = 0;       // the layer states alive at once + the shared start state
+  uint64_t state_bytes = 0;       // the layer states alive at once (LayerChunks::bound)
   uint64_t weight_budget = 0;  // what is left for the weights (0 = everything resident)
   uint64_t min_memory_bytes = 0;  // the least budget that sweeps one document
   ResidencyPlan residency;     // the weights' plan under weight_budget

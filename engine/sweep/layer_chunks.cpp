@@ -7,12 +7,11 @@
 
 namespace nj {
 
-LayerChunks::LayerChunks(std::span<const int> parent, std::span<const int> row0,
-                         std::span<const int> rows, int chunk_rows, int chunk_sequences,
-                         int waiting_parents)
+LayerChunks::LayerChunks(std::span<const int> parent, std::span<const int> rows, int chunk_rows,
+                         int chunk_sequences, int waiting_parents)
     : parent_(parent.begin(), parent.end()),
-      row0_(row0.begin(), row0.end()),
       rows_(rows.begin(), rows.end()),
+      row0_(parent.size(), 0),
       children_(parent.size(), 0),
       chunk_rows_(std::max(1, chunk_rows)),
       chunk_sequences_(std::max(1, chunk_sequences)),
@@ -28,12 +27,23 @@ LayerChunks::LayerChunks(std::span<const int> parent, std::span<const int> row0,
       generations_.resize(static_cast<size_t>(depth[i]) + 1);
     generations_[static_cast<size_t>(depth[i])].push_back(static_cast<int>(i));
   }
+  // Each generation after the one before, in its parents' order (a parent's place is known:
+  // it is of an earlier generation), then its own.
+  std::vector<int> place(S, 0);
+  int row = 0;
   for (auto& g : generations_) {
-    std::sort(g.begin(), g.end(), [&](int a, int b) {
-      return row0_[static_cast<size_t>(a)] < row0_[static_cast<size_t>(b)];
+    std::stable_sort(g.begin(), g.end(), [&](int a, int b) {
+      const int pa = parent_[static_cast<size_t>(a)], pb = parent_[static_cast<size_t>(b)];
+      return (pa < 0 ? -1 : place[static_cast<size_t>(pa)]) <
+             (pb < 0 ? -1 : place[static_cast<size_t>(pb)]);
     });
-    const int last = g.back();
-    generation_end_.push_back(row0_[static_cast<size_t>(last)] + rows_[static_cast<size_t>(last)]);
+    for (int i : g) {
+      place[static_cast<size_t>(i)] = static_cast<int>(order_.size());
+      order_.push_back(i);
+      row0_[static_cast<size_t>(i)] = row;
+      row += rows_[static_cast<size_t>(i)];
+    }
+    generation_end_.push_back(row);
   }
 }
 

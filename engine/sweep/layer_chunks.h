@@ -24,10 +24,14 @@ class LayerChunks {
     std::vector<int> starting;   // those whose first row is in it: their states are made now
   };
 
-  // Per sequence: its parent (-1: a root; else an earlier sequence), its first row and its
-  // rows in the window, which lays out each generation's sequences one after another.
-  LayerChunks(std::span<const int> parent, std::span<const int> row0, std::span<const int> rows,
-              int chunk_rows, int chunk_sequences, int waiting_parents);
+  // Per sequence: its parent (-1: a root; else an earlier sequence) and its rows. The window's
+  // rows are laid out generation by generation, each generation's sequences in their parents'
+  // order, then their own (so that the branches of the parents done first are ready first).
+  LayerChunks(std::span<const int> parent, std::span<const int> rows, int chunk_rows,
+              int chunk_sequences, int waiting_parents);
+
+  const std::vector<int>& order() const { return order_; }         // the sequences in row order
+  int row0(int i) const { return row0_[static_cast<size_t>(i)]; }  // i's first row
 
   void begin_layer();  // before each layer's first next()
   // The next chunk of the layer; false when the layer's rows are all done.
@@ -54,7 +58,7 @@ class LayerChunks {
   void start(int i);
   void release(int i, std::vector<int>& out);
 
-  std::vector<int> parent_, row0_, rows_, children_;
+  std::vector<int> parent_, rows_, row0_, children_, order_;
   std::vector<std::vector<int>> generations_;  // sequences in row order
   std::vector<int> generation_end_;            // first row past each generation
   int chunk_rows_, chunk_sequences_, waiting_parents_;

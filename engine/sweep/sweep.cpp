@@ -106,45 +106,31 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
   const int S = static_cast<int>(seqs.size());
   const size_t hs = static_cast<size_t>(c.hidden), vocab = static_cast<size_t>(c.vocab);
 
-  // Rows are laid out generation by generation (sequences, then their branches, then theirs),
-  // so that a branch's parent has all its rows of a layer done before the branch starts.
-  std::vector<int> depth(seqs.size(), 0);
+  // Each sequence's first position, and the window's rows as LayerChunks lays them out
+  // (generation by generation, so that a branch's parent has all its rows of a layer done
+  // before the branch starts).
   std::vector<int64_t> position0(seqs.size(), 0);
-  int max_depth = 0;
+  std::vector<int> parents(seqs.size()), lengths(seqs.size());
   for (int i = 0; i < S; ++i) {
     const SweepSequence& s = seqs[static_cast<size_t>(i)];
+    parents[static_cast<size_t>(i)] = s.parent;
+    lengths[static_cast<size_t>(i)] = static_cast<int>(s.ids.size());
     if (s.parent >= 0) {
       const auto p = static_cast<size_t>(s.parent);
-      depth[static_cast<size_t>(i)] = depth[p] + 1;
       position0[static_cast<size_t>(i)] = position0[p] + static_cast<int64_t>(seqs[p].ids.size());
     } else if (s.start) {
       position0[static_cast<size_t>(i)] = s.start->position;
     }
-    max_depth = std::max(max_depth, depth[static_cast<size_t>(i)]);
   }
-  // Within a generation, branches follow their parents' order (then their own), so that the
-  // branches of the parents done first are ready first (layer_chunks.h).
-  std::vector<int> order, rank(seqs.size());  // sequences in row order; each one's place in it
-  for (int d = 0; d <= max_depth; ++d) {
-    const size_t first = order.size();
-    for (int i = 0; i < S; ++i)
-      if (depth[static_cast<size_t>(i)] == d) order.push_back(i);
-    std::stable_sort(order.begin() + static_cast<long>(first), order.end(), [&](int a, int b) {
-      const int pa = seqs[static_cast<size_t>(a)].parent, pb = seqs[static_cast<size_t>(b)].parent;
-      return (pa < 0 ? -1 : rank[static_cast<size_t>(pa)]) <
-             (pb < 0 ? -1 : rank[static_cast<size_t>(pb)]);
-    });
-    for (size_t k = first; k < order.size(); ++k)
-      rank[static_cast<size_t>(order[k])] = static_cast<int>(k);
-  }
-  std::vector<int> row0(seqs.size());
+  LayerChunks layer_chunks(parents, lengths, std::max(1, options_.chunk_rows),
+                           std::max(1, options_.chunk_sequences), options_.waiting_parents);
+  const std::vector<int>& order = layer_chunks.order();  // sequences in row order
   std::vector<int32_t> ids;
   int R = 0, context = 1;
   std::vector<int> wanted;  // rows whose logits are asked for, in row order
   for (int i : order) {
     const SweepSequence& s = seqs[static_cast<size_t>(i)];
     const int n = static_cast<int>(s.ids.size());
-    row0[static_cast<size_t>(i)] = R;
     const int first = s.logits == LogitsWanted::kAll ? 0 : s.logits == LogitsWanted::kLast ? n - 1 : n;
     for (int t = first; t < n; ++t) wanted.push_back(R + t);
     R += n;
@@ -154,13 +140,6 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
   const SweepShape shape{
       R,       std::max(1, options_.chunk_rows), S,
       context, static_cast<int>(wanted.size()),  std::max(1, options_.chunk_sequences)};
-  std::vector<int> parents(seqs.size()), lengths(seqs.size());
-  for (int i = 0; i < S; ++i) {
-    parents[static_cast<size_t>(i)] = seqs[static_cast<size_t>(i)].parent;
-    lengths[static_cast<size_t>(i)] = static_cast<int>(seqs[static_cast<size_t>(i)].ids.size());
-  }
-  LayerChunks layer_chunks(parents, row0, lengths, shape.chunk_rows, shape.chunk_sequences,
-                           options_.waiting_parents);
 
   WindowBuffers win;
   visit_window(win, c, static_cast<size_t>(R), static_cast<size_t>(shape.chunk_rows),
@@ -236,8 +215,8 @@ Status Sweep::run(std::span<SweepSequence> seqs, SweepProgress* progress) {
         }
       }
       for (int i : k.sequences) {
-        const int a0 = row0[static_cast<size_t>(i)];
-        const int a1 = a0 + static_cast<int>(seqs[static_cast<size_t>(i)].ids.size());
+        const int a0 = layer_chunks.row0(i);
+        const int a1 = a0 + lengths[static_cast<size_t>(i)];
         const int lo = std::max(a0, k.row0), hi = std::min(a1, k.row0 + k.rows);
         chunk_rows.push_back(SeqRows{&states[static_cast<size_t>(i)], lo - k.row0, hi - lo, -1});
       }

@@ -66,7 +66,7 @@ struct SweepOptions {
 // What one sweep did.
 struct SweepStats {
   int sequences = 0;  // every sequence of the window, branches included
-  int roots = 0;      // those without a parent: a classify window's documents
+  int roots = 0;      // those without a parent
   int rows = 0;
   int peak_states = 0;  // the most layer states alive at once (LayerChunks)
   double compute_s = 0, wait_s = 0;

@@ -16,12 +16,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <map>
-#include <string>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -55,7 +54,7 @@ struct BatchSpeculation {
 // The engine as one item sees it: its own sequence state, fed in passes shared with the
 // rest of its group. The interface of engine Session. Not thread-safe: its item's thread.
 // The state is allocated when first fed (an empty state is every layer's KDA matrices, 435 MB
-// at K3's shapes): an item that only sweeps from a shared start, or waits for one, holds none.
+// at K3's shapes): an item that only sweeps holds none.
 class ItemSession {
  public:
   ItemSession(PassGroup& group, int prefill_chunk);

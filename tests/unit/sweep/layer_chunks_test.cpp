@@ -18,8 +18,8 @@ struct Tree {
   int depth = 0;
 };
 
-// Rows laid out as Sweep::run lays them out: generation by generation, branches in their
-// parents' order, then their own.
+// Rows laid out as LayerChunks lays them out (walk's checks hold it to this): generation by
+// generation, branches in their parents' order, then their own.
 void lay_out(Tree& t) {
   const size_t S = t.parent.size();
   std::vector<int> depth(S, 0);
@@ -72,7 +72,7 @@ Tree random_tree(std::mt19937& rng, int sequences) {
 // Runs `layers` layers' chunks, checking every promise; returns the peak of live states.
 int walk(const Tree& t, int chunk_rows, int chunk_sequences, int waiting, int layers = 2) {
   const size_t S = t.parent.size();
-  LayerChunks lc(t.parent, t.row0, t.rows, chunk_rows, chunk_sequences, waiting);
+  LayerChunks lc(t.parent, t.rows, chunk_rows, chunk_sequences, waiting);
   int total = 0;
   for (int r : t.rows) total += r;
   std::vector<int> depth(S, 0);
