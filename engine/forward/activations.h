@@ -62,7 +62,7 @@ struct StreamActivations {
 struct KdaActivations {
   Buf<float> q, k, v;  // [rows][P] after conv + SiLU (q, k normed per head)
   Buf<float> raw;      // [rows][P] one projection before its conv
-  Buf<float> ext;      // [(K-1) + rows][P] one sequence's conv history followed by its rows
+  Buf<float> ext;      // [(K-1)·sequences + rows][P] each sequence's conv history, then its rows
   Buf<float> beta;     // [rows][H]
   Buf<float> za;       // [rows][D] f_a x
   Buf<float> alpha;    // [rows][P] per-channel decay
@@ -145,7 +145,7 @@ void visit_buffers(A& a, const ModelConfig& c, const ActivationShape& s, F&& f) 
                  D = static_cast<size_t>(c.kda_head_dim), K = static_cast<size_t>(c.conv_kernel);
     for (auto* b : {&a.kda.q, &a.kda.k, &a.kda.v, &a.kda.raw, &a.kda.alpha, &a.kda.o, &a.kda.gate})
       f(*b, R * P);
-    f(a.kda.ext, (K - 1 + R) * P);
+    f(a.kda.ext, ((K - 1) * static_cast<size_t>(s.sequences) + R) * P);
     f(a.kda.beta, R * H);
     f(a.kda.za, R * D);
     f(a.kda.ud, static_cast<size_t>(s.sequences) * H * 2 * D);

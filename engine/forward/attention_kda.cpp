@@ -4,32 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "engine/forward/layers.h"
 #include "engine/ops/kernels.h"
+#include "engine/ops/parallel.h"
 #include "engine/util/status.h"
 
 namespace nj {
 namespace {
-
-// Causal depthwise conv + SiLU for one of q/k/v. raw: [T][P] this chunk's pre-conv inputs;
-// hist: [K-1][3][P] (oldest first), `which` selects q/k/v. Writes out [T][P] and, when
-// `roll`, rolls the history forward. ext is scratch [(K-1)+T][P].
-void short_conv_silu(const float* raw, const float* taps, float* hist, int which, int T, int P,
-                     int K, float* ext, float* out, bool roll) {
-  const size_t p = static_cast<size_t>(P);
-  for (int r = 0; r < K - 1; ++r)
-    std::copy_n(hist + (static_cast<size_t>(r) * 3 + static_cast<size_t>(which)) * p, p,
-                ext + static_cast<size_t>(r) * p);
-  std::copy_n(raw, static_cast<size_t>(T) * p, ext + static_cast<size_t>(K - 1) * p);
-  // Tap j multiplies input t-K+1+j; tap K-1 is the current token.
-  ops::kernels().short_conv(ext, taps, T, P, K, out);
-  ops::silu_inplace(out, T * P);
-  if (!roll) return;
-  for (int r = 0; r < K - 1; ++r)
-    std::copy_n(ext + static_cast<size_t>(T + r) * p, p,
-                hist + (static_cast<size_t>(r) * 3 + static_cast<size_t>(which)) * p);
-}
 
 // Where one tentative step's log for one KDA layer lies in RollbackActivations (the layout
 // is in activations.h).
@@ -46,6 +29,75 @@ LogOffsets log_offsets(const ModelConfig& c, const ActivationShape& s, int tenta
                     tr == 0 ? 0 : unit * (tr - 1) * H * D * D};
 }
 
+// Causal depthwise conv + SiLU for one of q/k/v over every sequence of the pass. raw: [rows][P]
+// the pre-conv inputs; each sequence's history is [K-1][3][P] (oldest first) in its state,
+// `which` selects q/k/v. Writes out [rows][P]; rolls each history forward unless the sequence
+// is tentative (whose inputs go to its log instead). ext: scratch of (K-1) rows per sequence
+// plus the pass's rows, each sequence's history followed by its rows. The rows of all
+// sequences split over the threads: a row's conv reads only ext, so any split gives its bits.
+void short_conv_silu(const ModelConfig& c, std::span<const SeqRows> seqs, const float* raw,
+                     const float* taps, int which, int rows, const ActivationShape& shape,
+                     int kda_layer, float* ext, float* out, RollbackActivations& rb) {
+  const int P = c.kda_width(), K = c.conv_kernel;
+  const size_t p = static_cast<size_t>(P), S = seqs.size(), tr = static_cast<size_t>(shape.tentative_rows);
+  constexpr int kRowsPerItem = 8;
+  struct Item {
+    int seq, t0, t1;
+  };
+  std::vector<size_t> at(S);  // each sequence's first ext row
+  std::vector<Item> items;
+  size_t next = 0;
+  for (size_t i = 0; i < S; ++i) {
+    at[i] = next;
+    next += static_cast<size_t>(K - 1 + seqs[i].rows);
+    for (int t0 = 0; t0 < seqs[i].rows; t0 += kRowsPerItem)
+      items.push_back({static_cast<int>(i), t0, std::min(seqs[i].rows, t0 + kRowsPerItem)});
+  }
+  const int n_items = static_cast<int>(items.size()), n_seqs = static_cast<int>(S);
+  const double work = static_cast<double>(rows) * static_cast<double>(P) * (K + 8);
+#pragma omp parallel if (n_items > 1 && work >= ops::parallel_min_work.load(std::memory_order_relaxed))
+  {
+#pragma omp for schedule(static)
+    for (int i = 0; i < n_seqs; ++i) {
+      const SeqRows& s = seqs[static_cast<size_t>(i)];
+      const float* hist = s.state->conv.data();
+      float* e = ext + at[static_cast<size_t>(i)] * p;
+      for (int r = 0; r < K - 1; ++r)
+        std::copy_n(hist + (static_cast<size_t>(r) * 3 + static_cast<size_t>(which)) * p, p,
+                    e + static_cast<size_t>(r) * p);
+      std::copy_n(raw + static_cast<size_t>(s.row0) * p, static_cast<size_t>(s.rows) * p,
+                  e + static_cast<size_t>(K - 1) * p);
+    }
+    // Tap j multiplies input t-K+1+j; tap K-1 is the current token.
+#pragma omp for schedule(static)
+    for (int i = 0; i < n_items; ++i) {
+      const Item& it = items[static_cast<size_t>(i)];
+      const SeqRows& s = seqs[static_cast<size_t>(it.seq)];
+      const size_t t0 = static_cast<size_t>(it.t0), n = static_cast<size_t>(it.t1 - it.t0);
+      float* o = out + (static_cast<size_t>(s.row0) + t0) * p;
+      ops::kernels().short_conv(ext + (at[static_cast<size_t>(it.seq)] + t0) * p, taps, static_cast<int>(n), P,
+                                K, o);
+      ops::silu_inplace(o, static_cast<int>(n * p));
+    }
+#pragma omp for schedule(static)
+    for (int i = 0; i < n_seqs; ++i) {
+      const SeqRows& s = seqs[static_cast<size_t>(i)];
+      if (s.tentative >= 0) {
+        NJ_CHECK_MSG(static_cast<size_t>(s.rows) <= tr, "a tentative step has more rows than its log");
+        const LogOffsets lo = log_offsets(c, shape, s.tentative, kda_layer);
+        std::copy_n(raw + static_cast<size_t>(s.row0) * p, static_cast<size_t>(s.rows) * p,
+                    rb.conv_in.data() + lo.conv_in + static_cast<size_t>(which) * tr * p);
+        continue;
+      }
+      const float* e = ext + at[static_cast<size_t>(i)] * p;
+      float* hist = s.state->conv.data();
+      for (int r = 0; r < K - 1; ++r)
+        std::copy_n(e + static_cast<size_t>(s.rows + r) * p, p,
+                    hist + (static_cast<size_t>(r) * 3 + static_cast<size_t>(which)) * p);
+    }
+  }
+}
+
 float softplus(float x) {
   return x > 20.0f ? x : std::log1p(std::exp(x));
 }
@@ -55,10 +107,8 @@ float softplus(float x) {
 void kda_forward(const ModelConfig& c, const KdaWeights& w, std::span<const SeqRows> seqs,
                  const float* x, int rows, float* out, KdaActivations& a, RollbackActivations& rb,
                  const ActivationShape& shape, int kda_layer) {
-  const int H = c.kda_heads, D = c.kda_head_dim, P = c.kda_width(), K = c.conv_kernel,
-            hid = c.hidden;
-  const size_t p = static_cast<size_t>(P), TP = static_cast<size_t>(rows) * p,
-               hs = static_cast<size_t>(hid);
+  const int H = c.kda_heads, D = c.kda_head_dim, P = c.kda_width(), hid = c.hidden;
+  const size_t p = static_cast<size_t>(P), hs = static_cast<size_t>(hid);
   float* q = a.q.data();
   float* k = a.k.data();
   float* v = a.v.data();
@@ -69,30 +119,22 @@ void kda_forward(const ModelConfig& c, const KdaWeights& w, std::span<const SeqR
   const MatRef* proj[3] = {&w.q_proj, &w.k_proj, &w.v_proj};
   const float* taps[3] = {w.q_conv, w.k_conv, w.v_conv};
   float* dst[3] = {q, k, v};
-  const size_t tr = static_cast<size_t>(shape.tentative_rows);
   for (int i = 0; i < 3; ++i) {
     ops::matmul(*proj[i], x, rows, hs, a.raw.data(), p);
-    for (const SeqRows& s : seqs) {
-      const size_t r0 = static_cast<size_t>(s.row0) * p;
-      const bool tentative = s.tentative >= 0;
-      short_conv_silu(a.raw.data() + r0, taps[i], s.state->conv.data(), i, s.rows, P, K,
-                      a.ext.data(), dst[i] + r0, !tentative);
-      if (tentative) {
-        NJ_CHECK_MSG(static_cast<size_t>(s.rows) <= tr,
-                     "a tentative step has more rows than its log");
-        const LogOffsets lo = log_offsets(c, shape, s.tentative, kda_layer);
-        std::copy_n(a.raw.data() + r0, static_cast<size_t>(s.rows) * p,
-                    rb.conv_in.data() + lo.conv_in + static_cast<size_t>(i) * tr * p);
-      }
-    }
+    short_conv_silu(c, seqs, a.raw.data(), taps[i], i, rows, shape, kda_layer, a.ext.data(), dst[i], rb);
   }
-  // Per head: q, k ← x (Σx² + 1e-6)^-1/2; v is not normed.
-  for (int t = 0; t < rows; ++t)
-    for (int h = 0; h < H; ++h) {
-      const size_t o = static_cast<size_t>(t) * p + static_cast<size_t>(h * D);
-      ops::l2norm(q + o, D, 1e-6f);
-      ops::l2norm(k + o, D, 1e-6f);
-    }
+  // Per head: q, k ← x (Σx² + 1e-6)^-1/2, then q ← q · D^-1/2; v is not normed. (This and
+  // the other elementwise steps below treat each row alone: rows split over the threads.)
+  const float qscale = 1.0f / std::sqrt(static_cast<float>(D));
+  ops::parallel_rows(rows, 6.0 * static_cast<double>(P), [&](int first, int last) {
+    for (int t = first; t < last; ++t)
+      for (int h = 0; h < H; ++h) {
+        const size_t o = static_cast<size_t>(t) * p + static_cast<size_t>(h * D);
+        ops::l2norm(q + o, D, 1e-6f);
+        ops::l2norm(k + o, D, 1e-6f);
+      }
+    for (size_t i = static_cast<size_t>(first) * p; i < static_cast<size_t>(last) * p; ++i) q[i] = q[i] * qscale;
+  });
   // beta_h = σ(b_proj x)[h]
   float* beta = a.beta.data();
   ops::matmul(w.b_proj, x, rows, hs, beta, static_cast<size_t>(H));
@@ -102,29 +144,31 @@ void kda_forward(const ModelConfig& c, const KdaWeights& w, std::span<const SeqR
   ops::matmul(w.f_a_proj, x, rows, hs, a.za.data(), static_cast<size_t>(D));
   ops::matmul(w.f_b_proj, a.za.data(), rows, static_cast<size_t>(D), alpha, p);
   // z ← z + dt_bias, then lb·σ(ah·z) (or -ah·softplus(z)) and its exp; the sigmoid goes over
-  // all rows at once, vectorised (ops::sigmoid_inplace).
-  for (int t = 0; t < rows; ++t)
-    for (int h = 0; h < H; ++h) {
-      const float ah = std::exp(w.a_log[h]);
-      for (int d = 0; d < D; ++d) {
-        const size_t i = static_cast<size_t>(h * D + d);
-        float& z = alpha[static_cast<size_t>(t) * p + i];
-        z = z + w.dt_bias[i];
-        z = c.has_gate_lower_bound ? ah * z : -ah * softplus(z);
+  // a range of rows at once, vectorised (ops::sigmoid_inplace).
+  ops::parallel_rows(rows, 30.0 * static_cast<double>(P), [&](int first, int last) {
+    for (int t = first; t < last; ++t)
+      for (int h = 0; h < H; ++h) {
+        const float ah = std::exp(w.a_log[h]);
+        for (int d = 0; d < D; ++d) {
+          const size_t i = static_cast<size_t>(h * D + d);
+          float& z = alpha[static_cast<size_t>(t) * p + i];
+          z = z + w.dt_bias[i];
+          z = c.has_gate_lower_bound ? ah * z : -ah * softplus(z);
+        }
       }
+    float* al = alpha + static_cast<size_t>(first) * p;
+    const size_t n = static_cast<size_t>(last - first) * p;
+    if (c.has_gate_lower_bound) {
+      ops::sigmoid_inplace(al, static_cast<int>(n));
+      for (size_t i = 0; i < n; ++i) al[i] = c.gate_lower_bound * al[i];
     }
-  if (c.has_gate_lower_bound) {
-    ops::sigmoid_inplace(alpha, static_cast<int>(TP));
-    for (size_t i = 0; i < TP; ++i) alpha[i] = c.gate_lower_bound * alpha[i];
-  }
-  ops::exp_inplace(alpha, static_cast<int>(TP));
-  // q ← q · D^-1/2
-  const float qscale = 1.0f / std::sqrt(static_cast<float>(D));
-  for (size_t i = 0; i < TP; ++i) q[i] = q[i] * qscale;
+    ops::exp_inplace(al, static_cast<int>(n));
+  });
 
   // A tentative sequence under replay logs what its recurrence reads, for kda_keep.
   const size_t DD = static_cast<size_t>(D) * static_cast<size_t>(D);
   const bool replay = shape.kda_rollback == KdaRollback::kReplay;
+  const size_t tr = static_cast<size_t>(shape.tentative_rows);
   for (const SeqRows& s : seqs) {
     if (s.tentative < 0 || !replay) continue;
     float* log = rb.inputs.data() + log_offsets(c, shape, s.tentative, kda_layer).inputs;
@@ -175,14 +219,13 @@ void kda_forward(const ModelConfig& c, const KdaWeights& w, std::span<const SeqR
                 static_cast<size_t>(H), S, o + off, u, u + D);
   }
   // o_h = RMSNorm(o_h, o_norm) per head; then o ⊙ σ(g_proj x); out = o_proj o
-  for (int t = 0; t < rows; ++t)
-    for (int h = 0; h < H; ++h) {
-      float* oh = o + static_cast<size_t>(t) * p + static_cast<size_t>(h * D);
-      ops::rmsnorm(oh, w.o_norm, D, c.rms_eps, oh);
-    }
+  ops::rmsnorm_rows(o, w.o_norm, rows * H, D, c.rms_eps, o);
   float* gate = a.gate.data();
   ops::matmul(w.g_proj, x, rows, hs, gate, p);
-  ops::sigmoid_gate(o, gate, static_cast<int>(TP));
+  ops::parallel_rows(rows, 20.0 * static_cast<double>(P), [&](int first, int last) {
+    const size_t r0 = static_cast<size_t>(first) * p;
+    ops::sigmoid_gate(o + r0, gate + r0, static_cast<int>(static_cast<size_t>(last - first) * p));
+  });
   ops::matmul(w.o_proj, o, rows, p, out, hs);
 }
 

@@ -16,7 +16,7 @@ namespace nj {
 
 // out[t] = Σ_j p_j · sources_j[t],  p = softmax_j( rms_normed(sources_j[t]) · w ), per row.
 // sources: pointers to [rows][hidden]; `out` must not alias a source. mix: scratch of
-// sources.size() floats.
+// sources.size() floats (the calling thread's: many rows split over the OpenMP threads).
 void attn_res(std::span<const float* const> sources, const float* w, int rows, int hidden,
               float eps, float* mix, float* out);
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "engine/ops/kernels.h"
+#include "engine/ops/parallel.h"
 #include "engine/util/status.h"
 
 namespace nj {
@@ -22,7 +23,11 @@ void ffn_forward(const ModelConfig& c, const DenseFfnWeights& w, const float* x,
     const float* xr = x + r * hs;
     ops::matmul(w.gate_proj, xr, n, hs, g, inter);
     ops::matmul(w.up_proj, xr, n, hs, u, inter);
-    ops::situ_glu(g, u, static_cast<int>(static_cast<size_t>(n) * inter), c.situ_beta, c.situ_linear_beta, g);
+    ops::parallel_rows(n, 40.0 * static_cast<double>(inter), [&](int first, int last) {
+      const size_t at = static_cast<size_t>(first) * inter;
+      ops::situ_glu(g + at, u + at, static_cast<int>(static_cast<size_t>(last - first) * inter), c.situ_beta,
+                    c.situ_linear_beta, g + at);
+    });
     ops::matmul(w.down_proj, g, n, inter, out + r * hs, hs);
   }
 }

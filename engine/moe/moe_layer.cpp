@@ -16,6 +16,7 @@
 #include "engine/moe/ffn.h"
 #include "engine/moe/router.h"
 #include "engine/ops/kernels.h"
+#include "engine/ops/parallel.h"
 
 namespace nj {
 
@@ -76,7 +77,9 @@ Status moe_experts(const ModelConfig& c, int layer, const MoeWeights& w, WeightS
   // once. Grouping never changes a bit.
   float* acc = a.acc.data();        // [rows][latent] Σ w_j y_j, in ascending expert order
   float* gather = a.gather.data();  // [group rows][latent] the group's input rows
-  std::fill_n(acc, R * ls, 0.0f);
+  ops::parallel_rows(rows, static_cast<double>(ls), [&](int first, int last) {
+    std::fill(acc + static_cast<size_t>(first) * ls, acc + static_cast<size_t>(last) * ls, 0.0f);
+  });
   const size_t capacity =
       std::min({a.gather.size() / ls, a.y.size() / ls, a.g.size() / static_cast<size_t>(mi),
                 a.u.size() / static_cast<size_t>(mi)});
@@ -110,8 +113,6 @@ Status moe_experts(const ModelConfig& c, int layer, const MoeWeights& w, WeightS
         ++counters->expert_computations;
       }
       const int32_t* pairs = by_expert + end[e] + part_done;
-      for (size_t i = 0; i < n; ++i)
-        std::copy_n(z + static_cast<size_t>(pairs[i] / k) * ls, ls, gather + (group_rows + i) * ls);
       group.push_back({expert.get(), static_cast<int>(group_rows), static_cast<int>(n)});
       group_pairs.push_back(pairs);
       held.push_back(expert);
@@ -125,16 +126,29 @@ Status moe_experts(const ModelConfig& c, int layer, const MoeWeights& w, WeightS
       part_done = 0;
       ++next;
     }
+    // The group's input rows, gathered over the threads.
+    ops::parallel_rows(static_cast<int>(group.size()), static_cast<double>(group_rows * ls) / group.size(),
+                       [&](int first, int last) {
+                         for (int j = first; j < last; ++j)
+                           for (int i = 0; i < group[j].rows; ++i)
+                             std::copy_n(z + static_cast<size_t>(group_pairs[j][i] / k) * ls, ls,
+                                         gather + static_cast<size_t>(group[j].first + i) * ls);
+                       });
     // The thread team only when the group's work is worth its wake-up (as ops::matmul).
     const double work = static_cast<double>(group_rows) * mi * lat * 3;
-    const int threads = work < 524288.0 ? 1 : omp_get_max_threads();
+    const int threads = work < ops::kParallelMinWork ? 1 : omp_get_max_threads();
     float* y = a.y.data();
     run_expert_group(c, group, gather, a.g.data(), a.u.data(), y, threads);
-    for (size_t j = 0; j < group.size(); ++j)  // the group's experts in ascending order
-      for (int i = 0; i < group[j].rows; ++i) {
-        const size_t pair = static_cast<size_t>(group_pairs[j][i]);
-        ops::axpy(weights[pair], y + static_cast<size_t>(group[j].first + i) * ls, acc + pair / ks * ls, lat);
-      }
+    // acc[row] += w · y, the group's experts in ascending order for every row; each thread
+    // takes a range of the pass's rows (and skips the pairs of the others).
+    ops::parallel_rows(rows, static_cast<double>(group_rows * ls) / rows, [&](int first, int last) {
+      for (size_t j = 0; j < group.size(); ++j)
+        for (int i = 0; i < group[j].rows; ++i) {
+          const size_t pair = static_cast<size_t>(group_pairs[j][i]), row = pair / ks;
+          if (row < static_cast<size_t>(first) || row >= static_cast<size_t>(last)) continue;
+          ops::axpy(weights[pair], y + static_cast<size_t>(group[j].first + i) * ls, acc + row * ls, lat);
+        }
+    });
   }
 
   return Status();
@@ -149,8 +163,7 @@ void moe_output(const ModelConfig& c, const MoeWeights& w, const float* x, int f
   x += static_cast<size_t>(first) * hs;
   // acc = RMSNorm(Σ_j w_j · y_j); out = up_proj acc + shared(x), the shared expert a chunk of
   // rows at a time (as many as its buffer holds)
-  if (c.latent_norm)
-    for (size_t t = 0; t < R; ++t) ops::rmsnorm(acc + t * ls, w.latent_norm, lat, c.rms_eps, acc + t * ls);
+  if (c.latent_norm) ops::rmsnorm_rows(acc, w.latent_norm, n, lat, c.rms_eps, acc);
   ops::matmul(w.up_proj, acc, n, ls, out, hs);
   if (w.has_shared) {
     float* sh = a.shared.data();
@@ -159,7 +172,9 @@ void moe_output(const ModelConfig& c, const MoeWeights& w, const float* x, int f
       const size_t m = std::min(chunk, R - r);
       ffn_forward(c, w.shared, x + r * hs, static_cast<int>(m), sh, ffn);
       float* o = out + r * hs;
-      for (size_t i = 0; i < m * hs; ++i) o[i] = o[i] + sh[i];
+      ops::parallel_rows(static_cast<int>(m), static_cast<double>(hs), [&](int first, int last) {
+        for (size_t i = static_cast<size_t>(first) * hs; i < static_cast<size_t>(last) * hs; ++i) o[i] = o[i] + sh[i];
+      });
     }
   }
 }

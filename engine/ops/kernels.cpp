@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/ops/parallel.h"
 #include "engine/util/status.h"
 
 namespace nj::ops {
@@ -124,14 +125,17 @@ const float* prepare_x(const MatRef& W, const float* X, int T, size_t xs, size_t
   void* p = storage.data();
   size_t space = storage.size() * sizeof(float);
   float* prepared = static_cast<float*>(std::align(64, n * sizeof(float), p, space));
-  for (int t = 0; t < T; ++t) {
-    const float* x = X + static_cast<size_t>(t) * xs;
-    float* out = prepared + static_cast<size_t>(t) * ps;
-    if (uses_arranged(W.format))
-      arrange_activations(W.format, x, W.cols, out);
-    else
-      std::copy(x, x + W.cols, out);
-  }
+  // Many rows (a prefill, a sweep) are arranged over the threads.
+  parallel_rows(T, static_cast<double>(W.cols), [&](int first, int last) {
+    for (int t = first; t < last; ++t) {
+      const float* x = X + static_cast<size_t>(t) * xs;
+      float* out = prepared + static_cast<size_t>(t) * ps;
+      if (uses_arranged(W.format))
+        arrange_activations(W.format, x, W.cols, out);
+      else
+        std::copy(x, x + W.cols, out);
+    }
+  });
   *stride = ps;
   return prepared;
 }
@@ -192,6 +196,13 @@ void rmsnorm(const float* x, const float* w, int n, float eps, float* y) {
 void l2norm(float* x, int n, float eps) {
   const float inv = 1.0f / std::sqrt(dot(x, x, n) + eps);
   for (int i = 0; i < n; ++i) x[i] = x[i] * inv;
+}
+
+void rmsnorm_rows(const float* x, const float* w, int rows, int n, float eps, float* y) {
+  const size_t ns = static_cast<size_t>(n);
+  parallel_rows(rows, 2.0 * n, [&](int first, int last) {
+    for (int t = first; t < last; ++t) rmsnorm(x + t * ns, w, n, eps, y + t * ns);
+  });
 }
 
 void exp_inplace(float* x, int n) {

@@ -125,6 +125,9 @@ inline void matvec(const MatRef& W, const float* x, float* y) {
 float dot(const float* a, const float* b, int n);
 // y = w ⊙ x / sqrt(mean(x²) + eps); y may alias x.
 void rmsnorm(const float* x, const float* w, int n, float eps, float* y);
+// rmsnorm of `rows` rows of n floats (x and y with a stride of n), rows split over the OpenMP
+// threads when there are many (each row's bits as rmsnorm's).
+void rmsnorm_rows(const float* x, const float* w, int rows, int n, float eps, float* y);
 // x ← x · (Σx² + eps)^(-1/2)   (a sum, not a mean: KDA's q/k normalization).
 void l2norm(float* x, int n, float eps);
 // y = (beta·tanh(g/beta)·σ(g)) ⊙ (lin·tanh(u/lin)); y may alias g or u. Its exp and tanh are

@@ -20,6 +20,7 @@
 #include "tests/unit/model/test_models.h"
 #include "tests/unit/model/test_options.h"
 #include "tests/unit/sanitized.h"
+#include "tests/unit/split_every_loop.h"
 
 namespace nj {
 namespace {
@@ -158,6 +159,7 @@ void check_batches(const std::string& dir, const std::vector<int>& batches,
     // normal build checks that the bits do not depend on it.
     for (int threads : testing::kSanitized ? std::vector<int>{2} : std::vector<int>{1, 2}) {
       omp_set_num_threads(threads);
+      const testing::SplitEveryLoop split;  // (with 1 thread, no loop splits anyway)
       for (int batch : batches) {
         const uint64_t min = testing::plan_minimum(dir, options(1, batch, context));
         for (double m : multiples) {

@@ -13,6 +13,7 @@
 #include "engine/ops/cpu.h"
 #include "engine/session/sampler.h"
 #include "engine/session/session.h"
+#include "tests/unit/split_every_loop.h"
 
 namespace nj {
 namespace {
@@ -139,6 +140,7 @@ TEST_CASE("logits are bit-identical across threads, SIMD levels and prefill chun
     REQUIRE(force_simd_level(level).ok());
     for (int threads : {1, 2}) {
       omp_set_num_threads(threads);
+      const testing::SplitEveryLoop split;  // (with 1 thread, no loop splits anyway)
       for (int chunk : {1, 7, 64}) {
         INFO("simd " << simd_level_name(level) << ", threads " << threads << ", chunk " << chunk);
         CHECK(same_bits(run_all(*model, seq, chunk), reference));

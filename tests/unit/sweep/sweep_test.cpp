@@ -18,6 +18,7 @@
 #include "tests/unit/model/test_options.h"
 #include "tests/unit/ops/simd_levels.h"
 #include "tests/unit/sanitized.h"
+#include "tests/unit/split_every_loop.h"
 
 namespace nj {
 namespace {
@@ -159,6 +160,7 @@ void check_model(const std::string& dir) {
     REQUIRE(force_simd_level(level).ok());
     for (int threads : testing::kSanitized ? std::vector<int>{2} : std::vector<int>{1, 2}) {
       omp_set_num_threads(threads);
+      const testing::SplitEveryLoop split;  // (with 1 thread, no loop splits anyway)
       // (the kernels' scratch, part of the minimum, is per thread)
       const uint64_t min = testing::plan_minimum(dir, testing::small_model_options({.context = 64}));
       for (double m : {0.0, 1.0, 2.0}) {
