@@ -373,6 +373,53 @@ TEST_CASE("the KDA head recurrence matches exact arithmetic and every level",
   }
 }
 
+// The canonical order of the KDA recurrence written out over whole rows of S (the kernels do
+// it in blocks of columns): per token, decay every row and accumulate u, then the delta rule,
+// then update every row and accumulate o, each sum over i in increasing order.
+void kda_unblocked(int T, int D, const float* q, const float* k, const float* v, const float* alpha,
+                   const float* beta, float* S, float* o) {
+  std::vector<float> u(D), delta(D);
+  for (int t = 0; t < T; ++t) {
+    const float *qt = q + t * D, *kt = k + t * D, *vt = v + t * D, *at = alpha + t * D;
+    float* ot = o + t * D;
+    std::fill(u.begin(), u.end(), 0.0f);
+    for (int i = 0; i < D; ++i)
+      for (int j = 0; j < D; ++j) {
+        S[i * D + j] = S[i * D + j] * at[i];
+        u[j] = std::fma(S[i * D + j], kt[i], u[j]);
+      }
+    for (int j = 0; j < D; ++j) delta[j] = beta[t] * (vt[j] - u[j]);
+    for (int j = 0; j < D; ++j) ot[j] = 0.0f;
+    for (int i = 0; i < D; ++i)
+      for (int j = 0; j < D; ++j) {
+        S[i * D + j] = std::fma(kt[i], delta[j], S[i * D + j]);
+        ot[j] = std::fma(S[i * D + j], qt[i], ot[j]);
+      }
+  }
+}
+
+TEST_CASE("the KDA head in blocks of columns has the bits of the unblocked order on every level",
+          "[engine][ops][kda]") {
+  Rng rng(6);
+  const int T = 5;
+  for (int D : {16, 32, 40, 128}) {  // less than a block, one, one and a part, K3's four
+    auto q = random_vec(T * D, rng), k = random_vec(T * D, rng), v = random_vec(T * D, rng);
+    std::vector<float> alpha(T * D), beta(T), S0 = random_vec(D * D, rng);
+    for (auto& a : alpha) a = 0.5f + 0.5f * std::fabs(rng.uniform());
+    for (auto& b : beta) b = std::fabs(rng.uniform());
+    std::vector<float> ref_S = S0, ref_o(T * D);
+    kda_unblocked(T, D, q.data(), k.data(), v.data(), alpha.data(), beta.data(), ref_S.data(), ref_o.data());
+    for (SimdLevel level : levels()) {
+      INFO("D " << D << ", " << simd_level_name(level));
+      std::vector<float> Sl = S0, o(T * D), u(D), delta(D);
+      kernel_table(level).kda_head(T, D, q.data(), k.data(), v.data(), alpha.data(), beta.data(), D,
+                                   1, Sl.data(), o.data(), u.data(), delta.data());
+      for (int i = 0; i < T * D; ++i) REQUIRE(bits(o[i]) == bits(ref_o[i]));
+      for (int i = 0; i < D * D; ++i) REQUIRE(bits(Sl[i]) == bits(ref_S[i]));
+    }
+  }
+}
+
 TEST_CASE("rmsnorm, l2norm, softmax and SiTU match their formulas", "[engine][ops]") {
   std::vector<float> x = {1, -2, 3, -4}, w = {1, 0.5f, 2, 1}, y(4);
   rmsnorm(x.data(), w.data(), 4, 1e-5f, y.data());
