@@ -162,7 +162,7 @@ TEST_CASE("sigmoid and the sigmoid gate give the scalar bits on every level, wit
 TEST_CASE("the short conv gives the scalar bits on every level and sums its taps in order",
           "[engine][ops]") {
   const std::vector<float> in = inputs();
-  for (int P : {16, 37, 128}) {
+  for (int P : {16, 37, 128, 200}) {  // within one block of channels, whole blocks, a part
     for (int K : {1, 4, 8}) {
       const int T = 5;
       std::vector<float> ext(static_cast<size_t>((T + K - 1) * P)),
