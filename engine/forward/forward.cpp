@@ -75,11 +75,6 @@ Status check_finite(std::span<const SeqStep> steps, const float* logits, size_t 
 Forward::Forward(const ModelConfig& config, WeightSource& weights, ForwardOptions options)
     : config_(config), weights_(weights), options_(options) {
   const ModelConfig& c = config;
-  const int tentative_rows = std::max(0, options_.tentative_rows);
-  acts_.allocate(c, ActivationShape{std::max(1, options_.max_rows), std::max(1, options_.max_sequences),
-                                    std::max(1, options_.max_context), 1,
-                                    tentative_rows > 0 ? std::max(1, options_.tentative_sequences) : 0,
-                                    tentative_rows, options_.kda_rollback});
   if (options_.record_routing) routing_ = RoutingProfile(c.layers, c.num_experts);
 }
 
@@ -155,6 +150,18 @@ Status Forward::run(std::span<SeqStep> steps) {
     logit_rows += s.logits == LogitsWanted::kAll ? static_cast<int>(s.ids.size()) : s.logits == LogitsWanted::kLast;
     context = std::max<int64_t>(context, s.state->position + static_cast<int64_t>(s.ids.size()));
     decode_only = decode_only && s.ids.size() == 1;
+  }
+  // The planned buffers at the first pass (a Forward whose model only sweeps never needs them),
+  // grown past the plan only when a pass asks for more.
+  if (!acts_allocated_) {
+    const int planned_tentative_rows = std::max(0, options_.tentative_rows);
+    acts_.allocate(
+        c,
+        ActivationShape{std::max(1, options_.max_rows), std::max(1, options_.max_sequences),
+                        std::max(1, options_.max_context), 1,
+                        planned_tentative_rows > 0 ? std::max(1, options_.tentative_sequences) : 0,
+                        planned_tentative_rows, options_.kda_rollback});
+    acts_allocated_ = true;
   }
   acts_.ensure(c, ActivationShape{R, S, context, std::max(1, logit_rows), tentative, tentative_rows,
                                   options_.kda_rollback});

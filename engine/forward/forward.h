@@ -17,8 +17,8 @@
 namespace nj {
 
 struct ForwardOptions {
-  // The shape the activations are allocated for up front (the planner reserves the same);
-  // a larger pass grows them to its own shape.
+  // The shape the activations are allocated for at the first pass (the planner reserves the
+  // same; a Forward that never runs a pass holds none); a larger pass grows them to its own.
   int max_rows = kDefaultPrefillChunk;
   int max_sequences = 1;
   // Positions one sequence may reach: the MLA scratch and each sequence's caches are
@@ -114,6 +114,7 @@ class Forward {
   WeightSource& weights_;
   ForwardOptions options_;
   Activations acts_;
+  bool acts_allocated_ = false;  // the planned shape, at the first pass
   std::vector<int32_t> ids_;  // the pass's ids, end to end
   std::vector<SeqRows> layer_rows_;
   std::vector<Unsettled> unsettled_;

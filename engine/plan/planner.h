@@ -77,6 +77,9 @@ struct PlanOptions {
                             // others read (2 is the least that overlaps; more reads further ahead;
                             // 1 reads each unit only once the previous one is done: a layer sweep,
                             // whose compute per unit dwarfs its read, takes it to hold more rows)
+  // Whether the Forward runs passes: a layer sweep's plan runs none (engine/plan/sweep_plan.h;
+  // the Forward allocates its pass buffers at its first pass, so none are held).
+  bool passes = true;
   int min_expert_buffers = 2;   // expert buffers in the minimum (capped at top_k): how many of a
                                 // layer's missing experts can be read at once at the minimum
   double bandwidth_gbps = 2.6;  // device read bandwidth for the predicted seconds per token

@@ -2,6 +2,7 @@
 #include "engine/plan/sweep_plan.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "engine/sweep/layer_chunks.h"
 #include "engine/util/units.h"
@@ -27,14 +28,15 @@ struct WindowCost {
   uint64_t bytes() const { return activations + states; }
 };
 
-WindowCost window_cost(const ModelConfig& c, const SweepWork& w, int documents) {
+// A window of `documents` documents of `document_rows` rows in all, the longest `longest`.
+WindowCost window_cost(const ModelConfig& c, const SweepWork& w, int documents,
+                       int64_t document_rows, int64_t longest) {
   WindowCost k;
-  const int64_t per_doc = w.document_rows + w.branch_rows;
   // The shared start (the job's template prefix) is the window's root, its documents' parent.
   const bool prefix = w.start_rows > 0;
-  k.rows = static_cast<int>(per_doc * documents + w.start_rows);
+  k.rows = static_cast<int>(document_rows + w.branch_rows * documents + w.start_rows);
   const int sequences = documents * (1 + w.branches) + (prefix ? 1 : 0);
-  const int context = static_cast<int>(w.start_rows + per_doc);
+  const int context = static_cast<int>(w.start_rows + longest + w.branch_rows);
   k.activations =
       sweep_activation_bytes(c, SweepShape{k.rows, w.chunk_rows, sequences, context,
                                            w.logits_rows * documents, w.chunk_sequences});
@@ -46,17 +48,63 @@ WindowCost window_cost(const ModelConfig& c, const SweepWork& w, int documents) 
   return k;
 }
 
+// A window of `documents` documents, each as long as the job's longest.
+WindowCost window_cost(const ModelConfig& c, const SweepWork& w, int documents) {
+  return window_cost(c, w, documents, w.document_rows * documents, w.document_rows);
+}
+
 }  // namespace
+
+uint64_t sweep_window_bytes(const ModelConfig& c, const SweepWork& work, int documents,
+                            int64_t document_rows, int64_t longest) {
+  return window_cost(c, work, documents, document_rows, longest).bytes();
+}
+
+SweepWindowFill::SweepWindowFill(const ModelConfig& c, const SweepWork& work, uint64_t window_bytes,
+                                 int max_documents)
+    : config_(&c),
+      work_(work),
+      window_bytes_(window_bytes),
+      max_documents_(std::max(1, max_documents)) {}
+
+bool SweepWindowFill::fits(int64_t document_rows) const {
+  if (documents_ == 0) return true;
+  if (documents_ >= max_documents_) return false;
+  return sweep_window_bytes(*config_, work_, documents_ + 1, rows_ + document_rows,
+                            std::max(longest_, document_rows)) <= window_bytes_;
+}
+
+int64_t SweepWindowFill::room() const {
+  if (documents_ == 0) return std::numeric_limits<int64_t>::max();
+  if (!fits(1)) return 0;
+  // The bytes grow with the rows: the most that fit, by bisection.
+  int64_t lo = 1, hi = 2;
+  while (hi < (int64_t{1} << 30) && fits(hi)) {
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+void SweepWindowFill::add(int64_t document_rows) {
+  ++documents_;
+  rows_ += document_rows;
+  longest_ = std::max(longest_, document_rows);
+}
 
 Result<SweepWindowPlan> plan_sweep_window(const ModelLayout& layout, uint64_t budget,
                                           const SweepWork& work, const PlanOptions& base) {
   const ModelConfig& c = layout.config();
   SweepWindowPlan p;
-  // The weights' own plan holds no sequence state (the window brings its own) and the
-  // activations of a prefill pass over the start state's length (a sweep computes the
-  // template prefix inside its window; the pass is what --no-prefix-reuse feeds it with, and
-  // otherwise goes unused, though the runner's Forward allocates it).
+  // The weights' own plan holds no sequence state (the window brings its own) and no pass
+  // buffers (a sweep computes the template prefix inside its window), unless the documents
+  // feed the prefix through passes first (work.prefix_passes: a prefill pass over its length).
   p.options = base;
+  p.options.passes = work.prefix_passes;
   p.options.batch = 1;
   p.options.max_context = static_cast<int>(std::max<int64_t>(1, work.start_rows));
   p.options.all_logits = false;
@@ -104,7 +152,13 @@ Result<SweepWindowPlan> plan_sweep_window(const ModelLayout& layout, uint64_t bu
   p.windows = (most + docs - 1) / docs;
   p.activation_bytes = k.activations;
   p.state_bytes = k.states;
-  p.weight_budget = budget > 0 ? budget - k.bytes() : 0;
+  // When the job's documents do not all fit at the longest's size, the window takes what the
+  // weights' minimum leaves, for shorter documents to fill (SweepWindowFill); otherwise the
+  // weights keep the rest (pinned units, a cache).
+  p.window_bytes = k.bytes();
+  if (budget > 0 && docs < most)
+    p.window_bytes = budget - min_memory_for_batch(layout, p.options, 1);
+  p.weight_budget = budget > 0 ? budget - p.window_bytes : 0;
   NJ_ASSIGN_OR_RETURN(p.residency, plan_residency(layout, p.weight_budget, p.options));
   return p;
 }

@@ -211,19 +211,35 @@ SweepWork sweep_work(const JobWork& work) {
   return w;
 }
 
-JobPrediction predict_sweeps(const JobWork& work, int window, const PassCostModel& cost,
-                             const BoundaryCost& boundary) {
+std::vector<std::vector<size_t>> sweep_windows(const JobWork& work, const SweepWindowFill& empty) {
+  std::vector<std::vector<size_t>> windows;
+  std::vector<bool> taken(work.items.size(), false);
+  for (size_t first = 0; first < work.items.size(); ++first) {
+    if (taken[first]) continue;
+    SweepWindowFill fill = empty;
+    std::vector<size_t> window;
+    for (size_t i = first; i < work.items.size(); ++i) {
+      if (taken[i] || !fill.fits(work.items[i].prompt_rows)) continue;
+      fill.add(work.items[i].prompt_rows);
+      window.push_back(i);
+      taken[i] = true;
+    }
+    windows.push_back(std::move(window));
+  }
+  return windows;
+}
+
+JobPrediction predict_sweeps(const JobWork& work, const std::vector<std::vector<size_t>>& windows,
+                             const PassCostModel& cost, const BoundaryCost& boundary) {
   JobPrediction p;
   p.items = static_cast<int64_t>(work.items.size());
   if (work.items.empty()) return p;
   p.load_bytes = p.disk_bytes = cost.load_bytes();
   p.io_seconds = p.seconds = cost.load_seconds();
   // Each window computes the job's template prefix as the parent of its documents.
-  const size_t w = static_cast<size_t>(std::max(1, window));
-  for (size_t first = 0; first < work.items.size(); first += w) {
+  for (const std::vector<size_t>& window : windows) {
     PassShape sweep{static_cast<int>(work.prefix_rows), 0, attended(0, work.prefix_rows)};
-    const size_t end = std::min(work.items.size(), first + w);
-    for (size_t i = first; i < end; ++i) {
+    for (size_t i : window) {
       const ItemWork& it = work.items[i];
       const int64_t rows = it.prompt_rows + it.decode_rows;
       sweep.rows += static_cast<int>(rows);
@@ -231,7 +247,7 @@ JobPrediction predict_sweeps(const JobWork& work, int window, const PassCostMode
       sweep.attended += attended(it.start_position, rows);
     }
     const double start = p.seconds;
-    add_pass(p, cost, sweep, static_cast<int>(end - first));
+    add_pass(p, cost, sweep, static_cast<int>(window.size()));
     if (boundary.interval_s > 0 && boundary.boundaries > 0) {
       const double saves = std::min<double>(boundary.boundaries, std::floor((p.seconds - start) / boundary.interval_s));
       const double bytes = saves * sweep.rows * boundary.bytes_per_row;
@@ -240,7 +256,7 @@ JobPrediction predict_sweeps(const JobWork& work, int window, const PassCostMode
       p.boundary_seconds += s;
       p.seconds += s;
     }
-    for (size_t i = first; i < end; ++i) p.finished_at.push_back(p.seconds);
+    for (size_t n = 0; n < window.size(); ++n) p.finished_at.push_back(p.seconds);
   }
   return p;
 }
@@ -273,23 +289,31 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
   request.io_threads = run.io_threads;
   request.bandwidth_gbps = bandwidth_gbps;
   JobForecast f;
+  const SweepWork each = sweep_work(work);
   NJ_ASSIGN_OR_RETURN(std::optional<SweepDecision> sweep,
-                      decide_sweep(layout, request, sweep_work(work), shape.schedule));
+                      decide_sweep(layout, request, each, shape.schedule));
   if (sweep) {
     const SweepWindowPlan& window = sweep->window;
     f.sweep = true;
     f.min_memory_bytes = window.min_memory_bytes;
-    f.window_documents = sweep->documents;
-    f.window_rows = window.rows / std::max(1, window.documents) * f.window_documents;
-    f.batch = f.window_documents;
-    f.max_batch = window.documents;
-    f.rows_per_pass = f.window_rows;
     const PassCostModel cost(layout, window.residency, rates, bandwidth_gbps);
     const BoundaryCost boundary{
         4.0 * c.hidden * (1 + banked_before(c, c.layers - 1)), c.layers - 1,
         run.item.checkpoint_interval_s, bandwidth_gbps};
-    f.prediction = predict_sweeps(work, f.window_documents, cost, boundary);
-    f.sweeps = (static_cast<int64_t>(work.items.size()) + f.window_documents - 1) / f.window_documents;
+    const std::vector<std::vector<size_t>> windows =
+        sweep_windows(work, SweepWindowFill(c, each, window.window_bytes, sweep->max_documents));
+    // The largest window formed (its documents and rows: prefix, documents, branches).
+    for (const std::vector<size_t>& w : windows) {
+      int64_t rows = work.prefix_rows;
+      for (size_t i : w) rows += work.items[i].prompt_rows + work.items[i].decode_rows;
+      f.window_documents = std::max(f.window_documents, static_cast<int>(w.size()));
+      f.window_rows = std::max(f.window_rows, static_cast<int>(rows));
+    }
+    f.batch = f.window_documents;
+    f.max_batch = sweep->max_documents;
+    f.rows_per_pass = f.window_rows;
+    f.prediction = predict_sweeps(work, windows, cost, boundary);
+    f.sweeps = static_cast<int64_t>(windows.size());
     return f;
   }
   NJ_ASSIGN_OR_RETURN(ModelPlan plan, plan_model(layout, request));

@@ -90,12 +90,17 @@ struct BoundaryCost {
   double write_gbps = 1;
 };
 
-// The same for a classify job's layer sweeps (engine/sweep/sweep.h): windows of `window`
-// documents, each one pass over the weights carrying all its rows (the job's template prefix,
-// the documents after it and their label branches), with its boundary saves; a window's
+// A classify job's layer sweep windows as `run` claims them: each starts with the first item
+// not yet in one and takes every later item that still fits beside it (`empty`, as the plan
+// fills a window), in the items' order. Each window lists its items' places in `work.items`.
+std::vector<std::vector<size_t>> sweep_windows(const JobWork& work, const SweepWindowFill& empty);
+
+// The same for a classify job's layer sweeps (engine/sweep/sweep.h): `windows` of its items,
+// each one pass over the weights carrying all its rows (the job's template prefix, the
+// documents after it and their label branches), with its boundary saves; a window's
 // documents end together.
-JobPrediction predict_sweeps(const JobWork& work, int window, const PassCostModel& cost,
-                             const BoundaryCost& boundary = {});
+JobPrediction predict_sweeps(const JobWork& work, const std::vector<std::vector<size_t>>& windows,
+                             const PassCostModel& cost, const BoundaryCost& boundary = {});
 
 // What a classify job's documents bring to a sweep's window (engine/plan/sweep_plan.h).
 SweepWork sweep_work(const JobWork& work);

@@ -258,7 +258,7 @@ std::string plan_job_text(const PlanJobArgs& a, const JobPlanReport& r) {
                           : "resident default",
               forecast->rows_per_pass);
   if (forecast->sweep)
-    out += printf_string("schedule            layer sweeps: %lld of %d documents (%d rows) each\n",
+    out += printf_string("schedule            layer sweeps: %lld, the largest %d documents (%d rows); windows fill by rows\n",
                          static_cast<long long>(forecast->sweeps), forecast->window_documents,
                          forecast->window_rows);
   out += printf_string("tokens              %lld prompt, %lld decoded\n",

@@ -74,10 +74,16 @@ Result<std::optional<SweepDecision>> decide_sweep(const ModelLayout& layout,
     if (schedule == Schedule::kSweep) return window.status();
     return std::optional<SweepDecision>();  // passes may still fit: they hold less per document
   }
+  // run plans every classify job's passes first (plan_model, before the sweep), so a job runs
+  // in no less than their minimum for one document, however little a sweep needs.
+  window->min_memory_bytes =
+      std::max(window->min_memory_bytes, min_memory_for_batch(layout, base, 1));
   const int documents =
       request.batch > 0 ? std::min(request.batch, window->documents) : window->documents;
   if (schedule == Schedule::kAuto && documents <= 1) return std::optional<SweepDecision>();
-  return std::optional<SweepDecision>(SweepDecision{std::move(*window), documents});
+  const int most = static_cast<int>(std::min<int64_t>(work.documents, 1 << 20));
+  const int max_documents = std::max(documents, request.batch > 0 ? request.batch : most);
+  return std::optional<SweepDecision>(SweepDecision{std::move(*window), documents, max_documents});
 }
 
 int64_t items_for_batch(const std::vector<JobSummary>& jobs, const JobRow& job) {
@@ -175,7 +181,7 @@ class ModelCache {
         "opened model {} in {:.2f} s ({}, context {}, {} {}{}{})", dir_,
         std::chrono::duration<double>(Clock::now() - t0).count(),
         memory ? "budget " + format_bytes(memory) : std::string("all resident"), context,
-        sweep_ ? "layer sweeps of" : "batch", batch_,
+        sweep_ ? "layer sweeps of up to" : "batch", batch_,
         residency.draft_tokens > 0
             ? ", speculative: up to " + std::to_string(residency.draft_tokens) + " drafts per item"
             : std::string(),
@@ -184,6 +190,10 @@ class ModelCache {
   }
   // Whether the current model's classify items are scored by layer sweeps.
   bool sweep() const { return sweep_; }
+  // An empty window of the sweeps' plan, to fill with the documents claimed (sweep() only).
+  SweepWindowFill window_fill() const {
+    return SweepWindowFill(model_->config(), window_.work, window_.bytes, batch_);
+  }
   const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
   int batch() const { return batch_; }
   int64_t context() const { return context_; }
@@ -198,14 +208,16 @@ class ModelCache {
 
  private:
   // The plan of a classify job's layer sweeps (engine/plan/sweep_plan.h): its window is the
-  // batch. nullopt when the schedule is auto and a window would hold one document.
+  // batch, filled by its documents' rows (fill_). nullopt when the schedule is auto and a
+  // window would hold one document.
   Result<std::optional<ModelPlan>> sweep_plan(const JobRow& job, const ModelLayout& layout,
-                                              const ModelRequest& request) const {
+                                              const ModelRequest& request) {
     NJ_ASSIGN_OR_RETURN(jobs::ClassifySettings c, JobSettings::of(job).classify());
     NJ_ASSIGN_OR_RETURN(jobs::LabelTrie trie, jobs::LabelTrie::build(c.label_ids, c.labels));
     SweepWork work;
     work.documents = std::max<int64_t>(1, request.items);
     work.start_rows = static_cast<int64_t>(c.prefix_ids.size());
+    work.prefix_passes = !options_.item.prefix_reuse && work.start_rows > 0;
     for (const auto& path : trie.feed_paths()) {
       work.branch_rows += static_cast<int64_t>(path.size());
       ++work.branches;
@@ -221,9 +233,10 @@ class ModelCache {
     ModelPlan plan;
     plan.options = sweep->window.options;
     plan.residency = sweep->window.residency;
-    plan.batch = sweep->documents;
+    plan.batch = sweep->max_documents;
     plan.requested_batch = options_.batch;
-    plan.max_batch = sweep->window.documents;
+    plan.max_batch = sweep->max_documents;
+    window_ = SweepWindow{work, sweep->window.window_bytes};
     plan.pass_cost = pass_cost(layout, plan.residency);
     return std::optional<ModelPlan>(std::move(plan));
   }
@@ -236,7 +249,11 @@ class ModelCache {
   int64_t context_ = 0;
   bool classify_ = false;  // planned for a classification (windows, last logits only)
   int batch_ = 1;
-  bool sweep_ = false;     // classify items go through layer sweeps of batch_ documents
+  bool sweep_ = false;  // classify items go through layer sweeps of up to batch_ documents
+  struct SweepWindow {
+    SweepWork work;        // what each document brings
+    uint64_t bytes = 0;    // what a window may take (SweepWindowPlan::window_bytes)
+  } window_;               // sweeps: how their windows fill
   std::string spec_text_;  // the `speculative:` of the jobs it was planned for
   BatchSpeculation speculation_;
 };
@@ -394,7 +411,18 @@ class QueueRun {
                                    [](const Held& h) { return h.claim.alone(); });
     return fatal_.ok() && !stop_.reason() &&
            !(options_.max_items && counted >= *options_.max_items) &&
-           (held_.empty() || (!alone && static_cast<int>(held_.size()) < models_.batch()));
+           (held_.empty() || (!alone && static_cast<int>(held_.size()) < models_.batch() &&
+                              window_room().value_or(1) > 0));
+  }
+
+  // A layer sweep's window fills by its documents' rows: the most prompt tokens the next item
+  // may have to join the documents held (SweepWindowFill). nullopt when the batch is not a
+  // sweep's or holds nothing yet (its first document always fits).
+  std::optional<int64_t> window_room() const {
+    if (held_.empty() || !models_.sweep()) return std::nullopt;
+    SweepWindowFill fill = models_.window_fill();
+    for (const Held& h : held_) fill.add(static_cast<int64_t>(h.claim.item.prompt_ids.size()));
+    return fill.room();
   }
 
   // Claims items while the batch has room. Status only for store failures.
@@ -406,6 +434,7 @@ class QueueRun {
         filter.model = ClaimFilter::Model{
             held_.front().claim.job.model_dir, held_.front().claim.job.memory_bytes.value_or(0),
             models_.context(), held_.front().claim.job.kind, models_.speculative_text()};
+      filter.max_prompt_tokens = window_room();
       std::vector<Reclaimed> reclaimed;
       NJ_ASSIGN_OR_RETURN(std::optional<Claim> claim,
                           store_.claim_next(owner_, options_.lease_s, alive_, filter, &reclaimed));

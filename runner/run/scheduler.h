@@ -73,7 +73,9 @@ using nj::kRunDraftTokens;
 // would hold one document or not even one fits). Errors: the planner's under --schedule sweep.
 struct SweepDecision {
   SweepWindowPlan window;
-  int documents = 0;  // per sweep
+  int documents = 0;  // per sweep, every document as long as the job's longest
+  int max_documents =
+      0;  // the most a window takes, filled by rows (SweepWindowFill): --batch, else the items'
 };
 Result<std::optional<SweepDecision>> decide_sweep(const ModelLayout& layout,
                                                   const ModelRequest& request,

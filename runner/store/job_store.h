@@ -211,6 +211,9 @@ struct ClaimFilter {
     std::string speculative = "auto";
   };
   std::optional<Model> model;
+  // Only items whose prompt has at most this many tokens (a layer sweep's window fills by
+  // its documents' rows, engine/plan/sweep_plan.h SweepWindowFill).
+  std::optional<int64_t> max_prompt_tokens;
 };
 
 // What `run` receives with a claimed item: everything it needs to resume.

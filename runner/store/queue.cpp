@@ -137,8 +137,9 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
   NJ_ASSIGN_OR_RETURN(
       Stmt pick,
       db_->prepare(
-          std::string("SELECT i.id FROM items i JOIN jobs j ON j.id = i.job_id WHERE i.state = 'queued' "
-                      "AND (i.retry_at IS NULL OR i.retry_at <= ?) ") +
+          std::string(
+              "SELECT i.id FROM items i JOIN jobs j ON j.id = i.job_id WHERE i.state = 'queued' "
+              "AND (i.retry_at IS NULL OR i.retry_at <= ?) ") +
           // An item that runs alone never joins a batch that holds items already.
           (filter.held.empty()
                ? std::string()
@@ -148,6 +149,8 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
                           "AND j.kind = ? "
                           "AND coalesce(json_extract(j.settings, '$.speculative'), 'auto') = ? "
                         : "") +
+          // prompt_ids holds 4 bytes a token (ids_to_blob).
+          (filter.max_prompt_tokens ? "AND length(i.prompt_ids) <= 4 * ? " : "") +
           "ORDER BY j.priority DESC, j.id, i.seq LIMIT 1"));
   pick.bind(1, now);
   if (filter.model)
@@ -156,6 +159,7 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
         .bind(4, filter.model->max_context)
         .bind(5, filter.model->kind)
         .bind(6, filter.model->speculative);
+  if (filter.max_prompt_tokens) pick.bind(filter.model ? 7 : 2, *filter.max_prompt_tokens);
   NJ_ASSIGN_OR_RETURN(bool found, pick.step());
   if (!found) {
     NJ_RETURN_IF_ERROR(txn->commit());

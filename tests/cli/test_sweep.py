@@ -47,13 +47,13 @@ class Sweep(unittest.TestCase):
         self.dir = os.path.join(WORK, self.id().split(".")[-1])
         os.makedirs(self.dir)
 
-    def spec(self, template, memory=None, name="triage"):
+    def spec(self, template, memory=None, name="triage", docs=DOCS):
         lines = [f"name: {name}", f"model: {json.dumps(MODEL)}", "kind: classify",
                  f"template: {json.dumps(template)}", f"labels: {json.dumps(LABELS)}"]
         if memory:
             lines.append(f"memory: {memory}B")
         lines.append("items:")
-        lines += [f"  - {{id: d{k}, document: {json.dumps(d)}}}" for k, d in enumerate(DOCS)]
+        lines += [f"  - {{id: d{k}, document: {json.dumps(d)}}}" for k, d in enumerate(docs)]
         path = os.path.join(self.dir, f"{name}-{memory or 'resident'}.yaml")
         with open(path, "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -81,10 +81,13 @@ class Sweep(unittest.TestCase):
         self.assertEqual([r["engine"]["schedule"] for r in base], ["passes"] * len(DOCS))
         self.assertTrue(any(r["details"]["decode_steps"] > 0 for r in base), "the label trie is walked")
         # Every budget on every SIMD level, the thread count alternating (both on each level).
-        minimum = {t: self.minimum(self.spec(template), t) for t in ("1", "2")}
+        # The least budget of either thread count: submit checks a budget with this machine's
+        # threads (the kernels' scratch is per thread), and a sweep needs no less than the
+        # job's passes for one document (run plans them first).
+        minimum = max(self.minimum(self.spec(template), t) for t in ("1", "2"))
         for k, (factor, simd) in enumerate((f, s) for f in (0, 1, 2) for s in simd_levels()):
             threads = ("1", "2")[k % 2]
-            memory = factor * minimum[threads] or None
+            memory = factor * minimum or None
             spec = self.spec(template, memory)
             tag = f"{memory}-{threads}-{simd}"
             with self.subTest(memory=memory, threads=threads, simd=simd):
@@ -103,6 +106,28 @@ class Sweep(unittest.TestCase):
 
     def test_labels_without_a_template_prefix_are_the_same_bits_as_one_at_a_time(self):
         self.check("{document}\nThe ticket is about:")
+
+    def test_windows_fill_by_their_documents_rows_as_the_plan_forecasts(self):
+        """A window is filled by the rows its documents really have, not as if each were the
+        job's longest: at the least budget (one document of the longest's size) the short
+        documents share windows; run forms the windows `plan` forecasts; answers unchanged."""
+        template = "Ticket: {document}\nLabel:"
+        docs = [" ".join(DOCS * 2)] + DOCS * 2  # one document far longer than the others
+        base = self.run_job(self.spec(template, docs=docs), "one", "--batch", "1", "--threads", "2")[1]
+        memory = self.minimum(self.spec(template, docs=docs), "2")
+        spec = self.spec(template, memory, docs=docs)
+        p = subprocess.run([ARGS.bin, "plan", spec, "--schedule", "sweep", "--threads", "2",
+                            "--output", "json"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        plan = json.loads(p.stdout)
+        _, results = self.run_job(spec, "sweep", "--schedule", "sweep", "--threads", "2")
+        self.assertEqual([answer(r) for r in results], [answer(r) for r in base])
+        windows = [r["engine"]["window"] for r in results]
+        self.assertEqual(windows[0], 1, "the longest fills the least budget's window alone")
+        self.assertGreater(max(windows), 1, "short documents share a window")
+        # A window of w documents gives each of its w results window = w.
+        self.assertAlmostEqual(sum(1 / w for w in windows), plan["sweeps"])
+        self.assertEqual(max(windows), plan["window_documents"])
 
     def test_auto_sweeps_a_window_and_passes_stays_token_major(self):
         spec = self.spec("Ticket: {document}\nLabel:")

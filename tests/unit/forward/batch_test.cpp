@@ -312,6 +312,8 @@ TEST_CASE("the planner's activation and state estimate is what a batch really al
       uint64_t allocated = 0;
       {
         Forward forward((*model)->config(), (*model)->weights(), ForwardOptions{shape.rows, batch, o.plan.max_context, false});
+        // Nothing until its first pass: a Forward whose model only sweeps holds no pass buffers.
+        CHECK(forward.activations().allocated_bytes() == 0);
         std::vector<SequenceState> st(static_cast<size_t>(batch), SequenceState::empty(c));
         int position = 0;
         while (position < o.plan.max_context) {

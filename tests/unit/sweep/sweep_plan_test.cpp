@@ -62,3 +62,65 @@ TEST_CASE("a sweep takes a ring of one trunk unit only when it holds more docume
 }
 
 }  // namespace nj
+
+namespace nj {
+
+TEST_CASE("a sweep's window fills with documents by their rows, as many as its bytes hold",
+          "[sweep][planner]") {
+  const std::string dir = testing::golden_dir("tiny-mxfp4");
+  const testing::LoadedLayout loaded = testing::load_layout(dir);
+  const ModelLayout& layout = loaded.layout;
+  const ModelConfig& c = layout.config();
+  SweepWork work = work_of(40);
+  work.start_rows = 5;  // a template prefix: the window's root
+  PlanOptions options;
+  const uint64_t min = plan_sweep_window(layout, 0, work, options)->min_memory_bytes;
+  for (uint64_t budget : {min, min + min / 4, 2 * min}) {
+    INFO("budget " << budget);
+    auto p = plan_sweep_window(layout, budget, work, options);
+    REQUIRE(p.ok());
+    REQUIRE(p->documents < work.documents);  // the budget, not the job, bounds the window
+    // The window gets every byte the weights' least leaves.
+    CHECK(p->residency.total_bytes() + p->window_bytes <= budget);
+    CHECK(p->window_bytes >= p->activation_bytes + p->state_bytes);
+    const SweepWindowFill empty(c, work, p->window_bytes, 1000);
+    // Documents as long as the longest: exactly the plan's window.
+    SweepWindowFill longest = empty;
+    while (longest.fits(work.document_rows)) longest.add(work.document_rows);
+    CHECK(longest.documents() == p->documents);
+    // Documents of a quarter of it: more of them, and each fill within the window's bytes.
+    SweepWindowFill quarter = empty;
+    while (quarter.fits(work.document_rows / 4)) quarter.add(work.document_rows / 4);
+    CHECK(quarter.documents() > p->documents);
+    CHECK(sweep_window_bytes(c, work, quarter.documents(), quarter.document_rows(),
+                             work.document_rows / 4) <= p->window_bytes);
+    CHECK(sweep_window_bytes(c, work, quarter.documents() + 1,
+                             quarter.document_rows() + work.document_rows / 4,
+                             work.document_rows / 4) > p->window_bytes);
+    // room() is the most rows that fit beside the documents held, and 0 once none does.
+    SweepWindowFill some = empty;
+    for (int64_t rows : {3, 17, 1, 24}) {
+      const int64_t room = some.room();
+      if (some.documents() == 0)
+        CHECK(room > work.document_rows);  // the first always joins
+      else if (room > 0)
+        CHECK((some.fits(room) && !some.fits(room + 1)));
+      else
+        CHECK(!some.fits(1));
+      if (some.fits(rows)) some.add(rows);
+    }
+    // A cap on the documents (--batch) holds however short they are.
+    SweepWindowFill capped(c, work, p->window_bytes, 2);
+    for (int k = 0; k < 5; ++k)
+      if (capped.fits(1)) capped.add(1);
+    CHECK(capped.documents() == 2);
+    CHECK(capped.room() == 0);
+  }
+  // When every document of the job fits at the longest's size, the weights keep the rest.
+  auto all = plan_sweep_window(layout, 64 * min, work_of(3), options);
+  REQUIRE(all.ok());
+  CHECK(all->documents == 3);
+  CHECK(all->window_bytes == all->activation_bytes + all->state_bytes);
+}
+
+}  // namespace nj
