@@ -32,8 +32,9 @@ struct SweepWork {
   int branches = 0;          // label branches per document
   int64_t start_rows = 0;    // rows of the job's template prefix: the window's root
   int logits_rows = 1;       // rows per document whose logits are wanted (root + branches)
-  bool prefix_passes =
-      false;  // each document feeds the prefix in passes first (run --no-prefix-reuse)
+  // Each document feeds the prefix in passes first (run --no-prefix-reuse): the Forward's
+  // pass buffers are then counted.
+  bool prefix_passes = false;
   int chunk_rows = SweepOptions{}.chunk_rows;
   int chunk_sequences = SweepOptions{}.chunk_sequences;
   int waiting_parents = SweepOptions{}.waiting_parents;

@@ -223,6 +223,7 @@ std::vector<std::vector<size_t>> sweep_windows(const JobWork& work, const SweepW
       fill.add(work.items[i].prompt_rows);
       window.push_back(i);
       taken[i] = true;
+      if (!fill.fits(1)) break;  // full: nothing more joins
     }
     windows.push_back(std::move(window));
   }
