@@ -5,7 +5,6 @@
 
 #include "engine/forward/layers.h"
 #include "engine/ops/kernels.h"
-#include "engine/ops/parallel.h"
 
 namespace nj {
 
@@ -33,18 +32,6 @@ std::span<const float* const> with_bank(const StreamRows& s, int banked, const f
   return std::span<const float* const>(sources);
 }
 
-// to = from and to += from over rows of n floats, rows split over the threads.
-void copy_rows(const float* from, int rows, size_t n, float* to) {
-  ops::parallel_rows(rows, static_cast<double>(n), [&](int first, int last) {
-    std::copy(from + first * n, from + last * n, to + first * n);
-  });
-}
-void add_rows(const float* from, int rows, size_t n, float* to) {
-  ops::parallel_rows(rows, static_cast<double>(n), [&](int first, int last) {
-    for (size_t i = first * n; i < last * n; ++i) to[i] = to[i] + from[i];
-  });
-}
-
 }  // namespace
 
 void attention_half(const ModelConfig& c, int l, const LayerWeights& w, const StreamRows& s,
@@ -54,20 +41,20 @@ void attention_half(const ModelConfig& c, int l, const LayerWeights& w, const St
   int banked = banked_before(c, l);
   std::vector<const float*> sources;
   // prefix = h; with a bank, h = attn_res(blocks + [prefix])
-  copy_rows(s.h, R, hs, s.prefix);
+  ops::copy_rows(s.h, R, hs, s.prefix);
   bool prefix_none = false;
   if (banked > 0) attn_res(with_bank(s, banked, s.prefix, sources), w.attn_res, R, c.hidden, c.rms_eps, s.mix, s.h);
   // every attn_res_block_size layers the raw layer input is banked and the sum restarts
   if (l % c.attn_res_block_size == 0) {
-    copy_rows(s.prefix, R, hs, s.blocks + static_cast<size_t>(banked++) * s.block_stride);
+    ops::copy_rows(s.prefix, R, hs, s.blocks + static_cast<size_t>(banked++) * s.block_stride);
     prefix_none = true;
   }
   // a = Attention(RMSNorm(h, input_layernorm)), each sequence on its own state
   ops::rmsnorm_rows(s.h, w.input_norm, R, c.hidden, c.rms_eps, s.xn);
   if (w.is_mla) mla_forward(c, w.mla, seqs, s.xn, R, s.a, acts.mla);
   else kda_forward(c, w.kda, seqs, s.xn, R, s.a, acts.kda, acts.rollback, acts.shape, kda_layer);
-  if (prefix_none) copy_rows(s.a, R, hs, s.prefix);
-  else add_rows(s.a, R, hs, s.prefix);
+  if (prefix_none) ops::copy_rows(s.a, R, hs, s.prefix);
+  else ops::add_rows(s.a, R, hs, s.prefix);
   // h = attn_res(blocks + [prefix]) (also with a single bank entry)
   attn_res(with_bank(s, banked, s.prefix, sources), w.mlp_res, R, c.hidden, c.rms_eps, s.mix, s.h);
   // the FFN's input: RMSNorm(h, post_attention_layernorm)
@@ -76,8 +63,8 @@ void attention_half(const ModelConfig& c, int l, const LayerWeights& w, const St
 
 void finish_layer(const ModelConfig& c, const StreamRows& s) {
   const size_t hs = static_cast<size_t>(c.hidden);
-  add_rows(s.a, s.rows, hs, s.prefix);
-  if (s.h != s.prefix) copy_rows(s.prefix, s.rows, hs, s.h);
+  ops::add_rows(s.a, s.rows, hs, s.prefix);
+  if (s.h != s.prefix) ops::copy_rows(s.prefix, s.rows, hs, s.h);
 }
 
 void head_input(const ModelConfig& c, const HeadWeights& hw, const StreamRows& s,

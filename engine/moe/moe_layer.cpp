@@ -172,9 +172,7 @@ void moe_output(const ModelConfig& c, const MoeWeights& w, const float* x, int f
       const size_t m = std::min(chunk, R - r);
       ffn_forward(c, w.shared, x + r * hs, static_cast<int>(m), sh, ffn);
       float* o = out + r * hs;
-      ops::parallel_rows(static_cast<int>(m), static_cast<double>(hs), [&](int first, int last) {
-        for (size_t i = static_cast<size_t>(first) * hs; i < static_cast<size_t>(last) * hs; ++i) o[i] = o[i] + sh[i];
-      });
+      ops::add_rows(sh, static_cast<int>(m), hs, o);
     }
   }
 }

@@ -205,6 +205,18 @@ void rmsnorm_rows(const float* x, const float* w, int rows, int n, float eps, fl
   });
 }
 
+void copy_rows(const float* from, int rows, size_t n, float* to) {
+  parallel_rows(rows, static_cast<double>(n), [&](int first, int last) {
+    std::copy(from + first * n, from + last * n, to + first * n);
+  });
+}
+
+void add_rows(const float* from, int rows, size_t n, float* to) {
+  parallel_rows(rows, static_cast<double>(n), [&](int first, int last) {
+    for (size_t i = first * n; i < last * n; ++i) to[i] = to[i] + from[i];
+  });
+}
+
 void exp_inplace(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] = std::exp(x[i]);
 }

@@ -128,6 +128,9 @@ void rmsnorm(const float* x, const float* w, int n, float eps, float* y);
 // rmsnorm of `rows` rows of n floats (x and y with a stride of n), rows split over the OpenMP
 // threads when there are many (each row's bits as rmsnorm's).
 void rmsnorm_rows(const float* x, const float* w, int rows, int n, float eps, float* y);
+// to = from and to += from over `rows` rows of n floats; rows split over the threads.
+void copy_rows(const float* from, int rows, size_t n, float* to);
+void add_rows(const float* from, int rows, size_t n, float* to);
 // x ← x · (Σx² + eps)^(-1/2)   (a sum, not a mean: KDA's q/k normalization).
 void l2norm(float* x, int n, float eps);
 // y = (beta·tanh(g/beta)·σ(g)) ⊙ (lin·tanh(u/lin)); y may alias g or u. Its exp and tanh are
