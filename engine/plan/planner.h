@@ -126,6 +126,10 @@ int max_resident_batch(const ModelLayout& layout, const PlanOptions& o, uint64_t
 
 // Expected distinct experts among `rows` rows routed uniformly to top_k of num_experts.
 double expected_distinct_experts(int num_experts, int top_k, int rows);
+// The same for MoE layer `layer` of a model of config `c`: from `routing`'s recorded choices
+// when it has that layer's (RoutingProfile::expected_distinct), else uniform.
+double expected_distinct_experts(const ModelConfig& c, const RoutingProfile* routing, int layer,
+                                 int rows);
 
 // Plans `budget_bytes` (0 = everything resident). ResourceExhausted naming the minimum, and
 // the largest batch that would fit, when the budget is below it.

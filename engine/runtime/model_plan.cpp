@@ -27,6 +27,7 @@ Result<ModelPlan> plan_model(const ModelLayout& layout, const ModelRequest& r) {
   ModelPlan m;
   m.options = plan_options_for(r.classify, r.context, r.prefill_chunk, r.io_threads);
   m.options.bandwidth_gbps = r.bandwidth_gbps;
+  m.options.routing = r.routing;
   m.requested_batch = r.batch;
   const uint64_t memory = r.memory_bytes;
   if (memory > 0) {

@@ -59,6 +59,9 @@ struct ModelRequest {
   int prefill_chunk = kDefaultPrefillChunk;  // rows a prompt's pass carries at most
   int io_threads = kDefaultIoThreads;        // one staging buffer each (lossless packs)
   double bandwidth_gbps = PlanOptions{}.bandwidth_gbps;  // for the predicted seconds
+  // Measured routing (`plan --routing-profile`; outlives the plans made from it): the expert
+  // cache's hits and a pass's distinct experts from it rather than uniform routing.
+  const RoutingProfile* routing = nullptr;
 };
 
 struct ModelPlan {

@@ -6,6 +6,8 @@
 #include <deque>
 
 #include "engine/forward/decoder_layer.h"
+#include "engine/io/file.h"
+#include "engine/model/fingerprint.h"
 #include "engine/runtime/model.h"
 #include "engine/plan/planner.h"
 #include "jobs/spec/label_trie.h"
@@ -276,6 +278,13 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
       (!rates.experts.measured() || rates.experts.latent != c.latent ||
        rates.experts.moe_inter != c.moe_inter || rates.experts.mxfp4 != c.mxfp4_experts))
     rates.measure_experts(c);
+  std::optional<RoutingProfile> routing;
+  if (!shape.routing_profile.empty()) {
+    NJ_ASSIGN_OR_RETURN(std::string text, read_small_file(shape.routing_profile));
+    NJ_ASSIGN_OR_RETURN(routing, RoutingProfile::parse(text, shape.routing_profile,
+                                                       model_fingerprint(c, *headers.index)));
+  }
+  const RoutingProfile* measured = routing ? &*routing : nullptr;
   // The plan `run` makes (engine/runtime/model_plan.h), for the items the job has.
   ModelRequest request;
   request.memory_bytes = shape.memory_bytes;
@@ -289,6 +298,7 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
   request.prefill_chunk = run.prefill_chunk;
   request.io_threads = run.io_threads;
   request.bandwidth_gbps = bandwidth_gbps;
+  request.routing = measured;
   JobForecast f;
   const SweepWork each = sweep_work(work);
   NJ_ASSIGN_OR_RETURN(std::optional<SweepDecision> sweep,
@@ -297,7 +307,7 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
     const SweepWindowPlan& window = sweep->window;
     f.sweep = true;
     f.min_memory_bytes = window.min_memory_bytes;
-    const PassCostModel cost(layout, window.residency, rates, bandwidth_gbps);
+    const PassCostModel cost(layout, window.residency, rates, bandwidth_gbps, measured);
     const BoundaryCost boundary{
         4.0 * c.hidden * (1 + banked_before(c, c.layers - 1)), c.layers - 1,
         run.item.checkpoint_interval_s, bandwidth_gbps};
@@ -323,7 +333,7 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
   f.max_batch = plan.max_batch;
   f.rows_per_pass = plan.residency.rows_per_pass;
   f.draft_tokens = plan.residency.draft_tokens;
-  const PassCostModel cost(layout, plan.residency, rates, bandwidth_gbps);
+  const PassCostModel cost(layout, plan.residency, rates, bandwidth_gbps, measured);
   f.prediction =
       predict_job(work, JobPlanShape{f.batch, plan.residency.rows_per_pass, plan.options.prefill_chunk}, cost);
   return f;

@@ -119,6 +119,9 @@ struct JobRunShape {
   // (plan_model, engine/runtime/model_plan.h).
   jobs::SpeculativeMode speculative = jobs::SpeculativeMode::kOff;
   Schedule schedule = Schedule::kAuto;  // a classify job's, as `run --schedule`
+  // A routing profile's file (`plan --routing-profile`), recorded on this model, or empty
+  // (uniform routing).
+  std::string routing_profile;
 };
 
 struct JobForecast {

@@ -79,6 +79,7 @@ Result<JobPlanReport> predict(const PlanJobArgs& a, JobPlanReport r, JobRunShape
   shape.prefill_chunk = a.prefill_chunk;
   shape.io_threads = a.io_threads;
   shape.schedule = a.schedule;
+  shape.routing_profile = a.routing_profile;
   NJ_ASSIGN_OR_RETURN(r.forecast, forecast_job(r.work, shape, rates, bandwidth));
   if (a.batch > 0 && r.forecast.batch < a.batch)
     spdlog::warn("--batch {}: the budget {} holds at most {}; run would use {}", a.batch,
@@ -194,6 +195,7 @@ nlohmann::json plan_job_json(const PlanJobArgs& a, const JobPlanReport& r) {
                                              : nlohmann::json(nullptr)},
         {"window_rows", forecast->sweep ? nlohmann::json(forecast->window_rows) : nlohmann::json(nullptr)},
         {"sweeps", forecast->sweeps},
+        {"expert_routing", a.routing_profile.empty() ? "uniform" : "routing profile"},
         {"min_memory_bytes", forecast->min_memory_bytes},
         {"passes", p.passes},
         {"rows", p.rows},
@@ -266,10 +268,11 @@ std::string plan_job_text(const PlanJobArgs& a, const JobPlanReport& r) {
               static_cast<long long>(decode_rows));
   out += printf_string("passes              %lld (%lld rows)\n", static_cast<long long>(p.passes),
               static_cast<long long>(p.rows));
-  out += printf_string("reads               %s (%s per %s) at %.2f GB/s: %s\n",
+  out += printf_string("reads               %s (%s per %s) at %.2f GB/s: %s%s\n",
               format_bytes(static_cast<uint64_t>(p.disk_bytes)).c_str(),
               format_bytes(static_cast<uint64_t>(per_item_bytes)).c_str(), unit, bandwidth,
-              hours(p.io_seconds).c_str());
+              hours(p.io_seconds).c_str(),
+              a.routing_profile.empty() ? "" : " (experts as the routing profile chose them)");
   if (p.boundary_bytes > 0)
     out += printf_string("boundaries          %s written (layer boundaries saved every %s of a sweep): %s\n",
                          format_bytes(static_cast<uint64_t>(p.boundary_bytes)).c_str(),

@@ -153,6 +153,60 @@ class Sweep(unittest.TestCase):
                                   "--schedule", "passes", "--threads", "2")
         self.assertEqual({r["status"] for r in results}, {"done"})
 
+    def test_a_routing_profile_prices_the_experts_each_window_reads(self):
+        """`plan SPEC --routing-profile FILE`: a window's distinct experts follow the rows'
+        recorded choices instead of uniform routing. A profile `generate` recorded is read; one
+        whose rows chose evenly predicts uniform routing's bytes, one whose rows all chose the
+        same experts fewer; a profile of another model is refused, naming the file."""
+        template = "Ticket: {document}\nLabel:"
+        spec = self.spec(template, self.minimum(self.spec(template), "2"))
+        recorded = os.path.join(self.dir, "recorded.json")
+        p = subprocess.run([ARGS.bin, "generate", "--model", MODEL, "--prompt", " ".join(DOCS),
+                            "--max-tokens", "2", "--save-routing-profile", recorded],
+                           capture_output=True)  # the demo model's tokens need not be UTF-8
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        with open(recorded) as f:
+            profile = json.load(f)
+        self.assertEqual(profile["version"], 2)
+        layer = profile["layers"][0]
+        experts = len(layer["chosen"])
+        top_k = sum(layer["chosen"]) // layer["rows"]
+        self.assertGreater(experts, 2 * top_k)
+
+        def profile_file(name, chosen):
+            layers = [{"layer": l["layer"], "requests": 0, "first_use": 0, "distances": [],
+                       "rows": experts, "chosen": chosen} for l in profile["layers"]]
+            path = os.path.join(self.dir, name)
+            with open(path, "w") as f:
+                json.dump({**profile, "layers": layers}, f)
+            return path
+
+        def planned(*flags):
+            p = subprocess.run([ARGS.bin, "plan", spec, "--schedule", "sweep", "--threads", "2",
+                                "--output", "json", *flags], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return json.loads(p.stdout)
+
+        uniform = planned()
+        self.assertEqual(uniform["expert_routing"], "uniform")
+        self.assertEqual(planned("--routing-profile", recorded)["expert_routing"], "routing profile")
+        even = planned("--routing-profile", profile_file("even.json", [top_k] * experts))
+        self.assertAlmostEqual(even["predicted_bytes"] / uniform["predicted_bytes"], 1, places=9)
+        same = planned("--routing-profile",
+                       profile_file("same.json", [experts] * top_k + [0] * (experts - top_k)))
+        self.assertLess(same["predicted_bytes"], uniform["predicted_bytes"])
+        self.assertEqual(same["sweeps"], uniform["sweeps"])
+        other = profile_file("other.json", [top_k] * experts)
+        with open(other) as f:
+            text = f.read().replace(profile["model_fingerprint"], "0123456789abcdef")
+        with open(other, "w") as f:
+            f.write(text)
+        p = subprocess.run([ARGS.bin, "plan", spec, "--routing-profile", other], capture_output=True,
+                           text=True)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("other.json", p.stderr)
+        self.assertIn("another model", p.stderr)
+
     def test_an_unknown_schedule_is_refused(self):
         nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home"))
         p = nj.run("run", "--drain", "--schedule", "layers")
