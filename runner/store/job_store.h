@@ -214,6 +214,9 @@ struct ClaimFilter {
   // Only items whose prompt has at most this many tokens (a layer sweep's window fills by
   // its documents' rows, engine/plan/sweep_plan.h SweepWindowFill).
   std::optional<int64_t> max_prompt_tokens;
+  // Only items of this job: a layer sweep's window holds one job's documents, because its
+  // room counts each document with that job's label branches and template prefix.
+  std::optional<int64_t> job_id;
 };
 
 // What `run` receives with a claimed item: everything it needs to resume.

@@ -153,6 +153,29 @@ class Sweep(unittest.TestCase):
                                   "--schedule", "passes", "--threads", "2")
         self.assertEqual({r["status"] for r in results}, {"done"})
 
+    def test_a_window_holds_one_jobs_documents(self):
+        """Two classify jobs of one model and budget: each window holds one job's documents
+        (its room counts each document with its job's label branches and prefix), and the
+        answers are the ones each job gets alone."""
+        # b's documents and labels are shorter than a's, so its items fit a's plan's context.
+        a = self.spec("Classify: {document}\nLabel:", name="a", docs=DOCS[4:])
+        b_labels = ["refund", "crash", "idea"]
+        b = self.spec("{document}\nTopic:", name="b", docs=DOCS[:4])
+        with open(b) as f:
+            text = f.read().replace(json.dumps(LABELS), json.dumps(b_labels))
+        with open(b, "w") as f:
+            f.write(text)
+        nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home-both"))
+        ja, jb = nj.submit(a), nj.submit(b)
+        p = nj.run("run", *RUN, "--drain", "--schedule", "sweep", "--threads", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        together = {job: nj.results(job) for job in (ja, jb)}
+        self.assertEqual([r["engine"]["window"] for r in together[ja]], [2, 2])
+        self.assertEqual([r["engine"]["window"] for r in together[jb]], [4] * 4)
+        for spec, job in ((a, ja), (b, jb)):
+            _, alone = self.run_job(spec, f"alone-{job}", "--batch", "1", "--threads", "2")
+            self.assertEqual([answer(r) for r in together[job]], [answer(r) for r in alone])
+
     def test_a_routing_profile_prices_the_experts_each_window_reads(self):
         """`plan SPEC --routing-profile FILE`: a window's distinct experts follow the rows'
         recorded choices instead of uniform routing. A profile `generate` recorded is read; one
