@@ -122,7 +122,7 @@ void batch_memory(const ModelConfig& c, const PlanOptions& o, int batch, uint64_
   ob.batch = batch;
   *state = sequence_state_bytes(c, o.max_context) *
            static_cast<uint64_t>(std::max(0, o.sequence_states)) * static_cast<uint64_t>(batch);
-  *scratch = o.passes ? activation_bytes(c, planned_activation_shape(ob)) : 0;
+  *scratch = (o.passes ? activation_bytes(c, planned_activation_shape(ob)) : 0) + o.sweep_bytes;
 }
 
 struct WeightMinimum {

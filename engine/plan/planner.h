@@ -80,6 +80,9 @@ struct PlanOptions {
   // Whether the Forward runs passes: a layer sweep's plan runs none (engine/plan/sweep_plan.h;
   // the Forward allocates its pass buffers at its first pass, so none are held).
   bool passes = true;
+  // A layer sweep's buffers held beside the pass buffers: generate prompts swept before the
+  // passes decode them (engine/runtime/model_plan.h, prompt_sweep_bytes). Counted as activations.
+  uint64_t sweep_bytes = 0;
   int min_expert_buffers = 2;   // expert buffers in the minimum (capped at top_k): how many of a
                                 // layer's missing experts can be read at once at the minimum
   double bandwidth_gbps = 2.6;  // device read bandwidth for the predicted seconds per token

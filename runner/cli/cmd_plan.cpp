@@ -256,7 +256,7 @@ CLI::App* add_plan_options(CLI::App& app, PlanArgs* a) {
       ->check(CLI::PositiveNumber);
   sub->add_flag("--all-logits", a->all_logits, "Plan for `logits` (keeps every position's logits)");
   sub->add_option("--schedule", a->schedule,
-                  "With a classify spec: predict run --schedule sweep, passes or auto (default)")
+                  "With a job spec: predict run --schedule sweep, passes or auto (default)")
       ->capture_default_str();
   sub->add_option(
       "--routing-profile", a->routing_profile,

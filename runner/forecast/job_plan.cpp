@@ -125,6 +125,34 @@ JobPrediction predict_job(const JobWork& work, const JobPlanShape& shape,
         members.push_back(m);
     }
     if (members.empty()) break;
+    // Prompts of the items that just joined, swept before the pass (PassGroup::run_pass): in
+    // windows of the oldest, each within the window's rows and prompts.
+    if (shape.prompt_sweep_rows > 0) {
+      std::vector<Member*> waiting;
+      for (Member& m : members)
+        if (m.position == m.left.start_position && m.left.prompt_rows > 0 &&
+            m.left.prompt_rows <= shape.prompt_sweep_rows)
+          waiting.push_back(&m);
+      for (size_t at = 0; at < waiting.size();) {
+        PassShape sweep{0, 0, 0};
+        size_t n = 0;
+        while (at + n < waiting.size() && n < static_cast<size_t>(kPromptSweepSequences) &&
+               (n == 0 || sweep.rows + waiting[at + n]->left.prompt_rows <= shape.prompt_sweep_rows)) {
+          Member& m = *waiting[at + n];
+          sweep.rows += static_cast<int>(m.left.prompt_rows);
+          sweep.logits_rows += 1;
+          sweep.attended += m.feed(m.left.prompt_rows);
+          ++n;
+        }
+        add_pass(p, cost, sweep, static_cast<int>(n));
+        ++p.sweeps;
+        at += n;
+      }
+      for (const Member& m : members)
+        if (m.done()) p.finished_at.push_back(p.seconds);
+      std::erase_if(members, [](const Member& m) { return m.done(); });
+      if (members.empty()) continue;
+    }
     std::vector<Member*> order;
     for (Member& m : members) order.push_back(&m);
     std::sort(order.begin(), order.end(), [](const Member* a, const Member* b) {
@@ -299,6 +327,8 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
   request.io_threads = run.io_threads;
   request.bandwidth_gbps = bandwidth_gbps;
   request.routing = measured;
+  if (!shape.classify && shape.memory_bytes > 0 && shape.schedule == Schedule::kSweep)
+    for (const ItemWork& it : work.items) request.prompt_sweep_rows = std::max(request.prompt_sweep_rows, it.prompt_rows);
   JobForecast f;
   const SweepWork each = sweep_work(work);
   NJ_ASSIGN_OR_RETURN(std::optional<SweepDecision> sweep,
@@ -334,8 +364,12 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
   f.rows_per_pass = plan.residency.rows_per_pass;
   f.draft_tokens = plan.residency.draft_tokens;
   const PassCostModel cost(layout, plan.residency, rates, bandwidth_gbps, measured);
-  f.prediction =
-      predict_job(work, JobPlanShape{f.batch, plan.residency.rows_per_pass, plan.options.prefill_chunk}, cost);
+  f.prompt_sweep_rows = plan.prompt_sweep_rows;
+  f.prediction = predict_job(
+      work,
+      JobPlanShape{f.batch, plan.residency.rows_per_pass, plan.options.prefill_chunk, plan.prompt_sweep_rows},
+      cost);
+  f.sweeps = f.prediction.sweeps;
   return f;
 }
 

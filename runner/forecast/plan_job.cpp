@@ -188,9 +188,7 @@ nlohmann::json plan_job_json(const PlanJobArgs& a, const JobPlanReport& r) {
         {"max_batch", max_batch},
         {"rows_per_pass", forecast->rows_per_pass},
         {"draft_tokens", forecast->draft_tokens},
-        {"schedule", spec->kind == jobs::JobKind::kClassify
-                         ? nlohmann::json(forecast->sweep ? "sweep" : "passes")
-                         : nlohmann::json("passes")},
+        {"schedule", forecast->sweep || forecast->prompt_sweep_rows > 0 ? "sweep" : "passes"},
         {"window_documents", forecast->sweep ? nlohmann::json(forecast->window_documents)
                                              : nlohmann::json(nullptr)},
         {"window_rows", forecast->sweep ? nlohmann::json(forecast->window_rows) : nlohmann::json(nullptr)},
@@ -263,6 +261,11 @@ std::string plan_job_text(const PlanJobArgs& a, const JobPlanReport& r) {
     out += printf_string("schedule            layer sweeps: %lld, the largest %d documents (%d rows); windows fill by rows\n",
                          static_cast<long long>(forecast->sweeps), forecast->window_documents,
                          forecast->window_rows);
+  if (forecast->prompt_sweep_rows > 0)
+    out += printf_string("schedule            prompts in %lld layer sweeps (windows of up to %lld rows), "
+                         "decoded in passes\n",
+                         static_cast<long long>(forecast->sweeps),
+                         static_cast<long long>(forecast->prompt_sweep_rows));
   out += printf_string("tokens              %lld prompt, %lld decoded\n",
               static_cast<long long>(prompt_rows + work->shared_prefix_rows),
               static_cast<long long>(decode_rows));

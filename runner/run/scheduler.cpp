@@ -109,7 +109,8 @@ class ModelCache {
   // `*permanent` says whether another attempt would fail the same way: the job's settings or
   // its plan (a budget below the minimum) are, a model that cannot be opened is not (a disk
   // not mounted yet, a model being copied).
-  Result<Model*> get(const JobRow& job, int64_t context, int64_t items, bool* permanent) {
+  Result<Model*> get(const JobRow& job, int64_t context, int64_t items, int64_t longest_prompt,
+                     bool* permanent) {
     *permanent = false;
     if (holds(job, context)) return model_.get();
     *permanent = true;
@@ -137,6 +138,10 @@ class ModelCache {
     request.prefill_chunk = options_.prefill_chunk;
     request.io_threads = options_.io_threads;
     if (memory == 0) request.free_memory_bytes = free_memory_bytes();
+    // run --schedule sweep: a generation's prompts go through layer sweeps (under a budget;
+    // resident, a sweep would read nothing less).
+    if (!classify && memory > 0 && options_.schedule == Schedule::kSweep)
+      request.prompt_sweep_rows = longest_prompt;
     *permanent = true;  // the plan depends on nothing but the job and the model's headers
     NJ_ASSIGN_OR_RETURN(ModelPlan plan, plan_model(*headers.layout, request));
     sweep_ = false;
@@ -541,8 +546,10 @@ class QueueRun {
   Next open_batch(const Claim& claim, int64_t context) {
     auto jobs = store_.list_jobs();
     bool permanent = false;
+    Result<int64_t> longest = store_.longest_prompt(claim.job.id);
+    if (!longest.ok()) return fail_open(claim, longest.status(), false);
     auto model = jobs.ok() ? models_.get(claim.job, context, items_for_batch(*jobs, claim.job),
-                                         &permanent)
+                                         *longest, &permanent)
                            : Result<Model*>(jobs.status());
     if (!model.ok()) return fail_open(claim, model.status(), permanent);
     // The activations of the plan (with drafts, a pass holds 1 + draft_tokens rows of every
@@ -553,6 +560,8 @@ class QueueRun {
                                          plan.forward_options());
     group_ = std::make_unique<PassGroup>(*forward_, plan.activation_shape().rows);
     item_options_.sweep = models_.sweep();
+    item_options_.prompt_sweep_rows = plan.prompt_sweep_rows;
+    group_->sweep_prompts(plan.prompt_sweep_rows);
     group_->keep_sweep_boundaries(SweepKeeping{home_.dir, batch_model_->fingerprint(),
                                                item_options_.checkpoint_interval_s,
                                                [this] { return stop_.reason().has_value(); }});
@@ -708,6 +717,7 @@ class QueueRun {
                        {"failed", summary.failed},
                        {"tokens", summary.tokens},
                        {"passes", t.passes},
+                       {"sweeps", t.sweeps},
                        {"rows", t.rows},
                        {"bytes_read", static_cast<uint64_t>(std::llround(t.bytes_read))},
                        {"load_bytes", models_.load_bytes()},

@@ -317,6 +317,8 @@ class JobStore {
   Result<JobRow> find_job(const std::string& id_or_name);
   // Items in spec order.
   Result<std::vector<ItemRow>> items(int64_t job_id);
+  // The most prompt tokens one of the job's items has (0 for a job without items).
+  Result<int64_t> longest_prompt(int64_t job_id);
   Result<std::vector<int32_t>> tokens(int64_t item_id);
   // The log-probabilities stored with the item's tokens, in output order. Corruption naming
   // the position when a token has none or an unreadable one.

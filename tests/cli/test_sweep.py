@@ -230,6 +230,48 @@ class Sweep(unittest.TestCase):
         self.assertIn("other.json", p.stderr)
         self.assertIn("another model", p.stderr)
 
+    def generate_spec(self, memory=None):
+        """A generation of prompts of different lengths (one item decodes a single token)."""
+        items = [{"id": f"g{k}", "prompt": " ".join(DOCS[k % len(DOCS)].split()[: 4 + 5 * k]),
+                  "max_tokens": 1 + (k * 3) % 7} for k in range(7)]
+        lines = ["name: gen", f"model: {json.dumps(MODEL)}", "kind: generate"]
+        if memory:
+            lines.append(f"memory: {memory}B")
+        lines += ["items:"] + [f"  - {json.dumps(it)}" for it in items]
+        path = os.path.join(self.dir, f"gen-{memory or 'resident'}.yaml")
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
+
+    def test_generate_prompts_in_sweeps_are_the_same_tokens_and_the_planned_sweeps(self):
+        """run --schedule sweep under a budget: the prompts of the items that start together go
+        through layer sweeps, then decode in passes. Output tokens are those of --batch 1 in
+        passes; run makes the passes and sweeps `plan --schedule sweep` predicts."""
+        p = subprocess.run([ARGS.bin, "plan", self.generate_spec(), "--schedule", "sweep", "--threads", "2",
+                            "--output", "json"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["schedule"], "passes", "resident: prompts are not swept")
+        # Budgets of two and three times the passes' least (the prompt window needs more).
+        minimum = json.loads(p.stdout)["min_memory_bytes"]
+        base = self.run_job(self.generate_spec(), "one", "--batch", "1", "--threads", "2")[1]
+        outputs = [(r["custom_id"], r["output_ids"]) for r in base]
+        for factor, threads in ((2, "1"), (3, "2")):
+            spec = self.generate_spec(factor * minimum)
+            with self.subTest(memory=factor * minimum, threads=threads):
+                p = subprocess.run([ARGS.bin, "plan", spec, "--schedule", "sweep", "--threads", threads,
+                                    "--output", "json"], capture_output=True, text=True)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                plan = json.loads(p.stdout)
+                self.assertEqual(plan["schedule"], "sweep")
+                nj, results = self.run_job(spec, f"gen-{factor}", "--schedule", "sweep", "--threads", threads)
+                self.assertEqual([(r["custom_id"], r["output_ids"]) for r in results], outputs)
+                (ended,) = [d for _, _, d in nj.events("run_ended")]
+                self.assertGreater(ended["sweeps"], 0)
+                self.assertEqual((ended["passes"], ended["sweeps"]), (plan["passes"], plan["sweeps"]))
+                _, passes = self.run_job(spec, f"gen-{factor}-passes", "--schedule", "passes",
+                                         "--threads", threads)
+                self.assertEqual([(r["custom_id"], r["output_ids"]) for r in passes], outputs)
+
     def test_an_unknown_schedule_is_refused(self):
         nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home"))
         p = nj.run("run", "--drain", "--schedule", "layers")

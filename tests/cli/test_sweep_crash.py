@@ -9,6 +9,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import time
 import unittest
 
@@ -111,6 +112,72 @@ class SweepCrash(unittest.TestCase):
         p = nj.run("run", *RUN)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.check_finished(nj, job)
+
+
+class GenerateSweepCrash(unittest.TestCase):
+    """A generation whose prompts go through layer sweeps (run --schedule sweep under a budget):
+    SIGKILLs and SIGTERMs at random instants, inside the prompts' sweeps and the passes after,
+    give the uninterrupted run's tokens, one result per item."""
+
+    def test_sigkills_and_sigterms_at_random_instants_lose_nothing(self):
+        self.dir = os.path.join(WORK, "generate")
+        os.makedirs(self.dir)
+        items = [{"id": f"g{k}", "prompt": " ".join((DOCS[k % len(DOCS)] + " " + DOCS[-1]).split()[: 6 + 3 * k]),
+                  "max_tokens": 4 + (k * 5) % 11} for k in range(12)]
+
+        def spec(memory):
+            path = os.path.join(self.dir, f"gen-{memory}.yaml")
+            lines = ["name: gen", f"model: {json.dumps(MODEL)}", "kind: generate", "max_attempts: 1000"]
+            lines += [f"memory: {memory}B"] if memory else []
+            lines += ["items:"] + [f"  - {json.dumps(it)}" for it in items]
+            with open(path, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            return path
+
+        plan = json.loads(subprocess.run([ARGS.bin, "plan", spec(None), "--schedule", "passes", "--output", "json"],
+                                         check=True, capture_output=True, text=True).stdout)
+        budget = spec(3 * plan["min_memory_bytes"])
+        calm = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home-calm"))
+        job = calm.submit(budget)
+        p = calm.run("run", "--drain", "--schedule", "passes", "--batch", "1", "--threads", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        reference = [(r["custom_id"], r["output_ids"]) for r in calm.results(job)]
+        swept = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home-swept"))
+        job = swept.submit(budget)
+        p = swept.run("run", "--drain", "--schedule", "sweep", "--threads", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual([(r["custom_id"], r["output_ids"]) for r in swept.results(job)], reference)
+        (ended,) = [d for _, _, d in swept.events("run_ended")]
+        self.assertGreater(ended["sweeps"], 0, "the prompts go through sweeps at this budget")
+
+        seed = ARGS.seed if ARGS.seed is not None else int(time.time() * 1000) % 1000000
+        print(f"seed {seed}", flush=True)
+        rng = random.Random(seed)
+        nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home"))
+        job = nj.submit(budget)
+        run = ["run", "--drain", "--schedule", "sweep", "--threads", "1", "--checkpoint-seconds", "0.001",
+               "--log-seconds", "1000"]
+        log_path = os.path.join(self.dir, "runs.log")
+        for life in range(ARGS.lives):
+            with open(log_path, "a") as log:
+                proc = nj.popen(*run, stderr=log)
+            time.sleep(rng.uniform(0.02, ARGS.max_delay / 3))
+            if proc.poll() is None and rng.random() < 0.3:
+                proc.send_signal(signal.SIGTERM)
+                rc = proc.wait(timeout=60)
+                self.assertIn(rc, (0, -signal.SIGTERM), f"a stopped run exited with {rc} (see {log_path})")
+            else:
+                proc.kill()
+                rc = proc.wait()
+                self.assertIn(rc, (0, -signal.SIGKILL), f"run exited with {rc} (see {log_path})")
+            self.assertEqual(nj.query("PRAGMA integrity_check")[0][0], "ok")
+            if nj.query("SELECT count(*) FROM items WHERE state = 'done'")[0][0] == len(items):
+                break
+        print(f"{life + 1} lives", flush=True)
+        p = nj.run(*run)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual([(r["custom_id"], r["output_ids"]) for r in nj.results(job)], reference)
+        self.assertEqual(nj.query("SELECT count(*) FROM results")[0][0], len(items), "one result per item")
 
 
 if __name__ == "__main__":
