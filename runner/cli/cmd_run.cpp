@@ -162,6 +162,7 @@ nlohmann::json run_json(const RunSummary& s, double seconds, std::optional<std::
           {"outputs_failed_jobs", jobs_json(s.outputs_failed_jobs)},
           {"tokens", s.tokens},
           {"passes", s.passes.passes},
+          {"sweeps", s.passes.sweeps},
           {"rows", s.passes.rows},
           {"max_batch", s.passes.max_sequences},
           {"bytes_read", static_cast<uint64_t>(std::llround(s.passes.bytes_read))},

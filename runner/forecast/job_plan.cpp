@@ -328,7 +328,8 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
   request.bandwidth_gbps = bandwidth_gbps;
   request.routing = measured;
   if (!shape.classify && shape.memory_bytes > 0 && shape.schedule == Schedule::kSweep)
-    for (const ItemWork& it : work.items) request.prompt_sweep_rows = std::max(request.prompt_sweep_rows, it.prompt_rows);
+    for (const ItemWork& it : work.items)
+      request.prompt_sweep_rows = std::max(request.prompt_sweep_rows, it.prompt_rows);
   JobForecast f;
   const SweepWork each = sweep_work(work);
   NJ_ASSIGN_OR_RETURN(std::optional<SweepDecision> sweep,
