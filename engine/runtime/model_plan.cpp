@@ -42,11 +42,14 @@ Result<ModelPlan> plan_model(const ModelLayout& layout, const ModelRequest& r) {
   m.options = plan_options_for(r.classify, r.context, r.prefill_chunk, r.io_threads);
   m.options.bandwidth_gbps = r.bandwidth_gbps;
   m.options.routing = r.routing;
-  if (r.prompt_sweep_rows > 0 && r.memory_bytes > 0) {
+  // Prompts in sweeps only when the weights stream (a sweep saves reads, and a budget that
+  // holds every weight beside one item reads none) and the budget holds the window beside
+  // one item.
+  if (r.prompt_sweep_rows > 0 && r.memory_bytes > 0 &&
+      resident_memory_for_batch(layout, m.options, 1) > r.memory_bytes) {
     m.prompt_sweep_rows = r.prompt_sweep_rows;
     m.options.sweep_bytes = prompt_sweep_bytes(layout.config(), r.prompt_sweep_rows);
     if (max_batch_for_budget(layout, m.options, r.memory_bytes) == 0) {
-      // The budget does not hold a prompt window beside one item: prompts go through passes.
       m.prompt_sweep_rows = 0;
       m.options.sweep_bytes = 0;
     }

@@ -62,9 +62,10 @@ struct ModelRequest {
   // Measured routing (`plan --routing-profile`; outlives the plans made from it): the expert
   // cache's hits and a pass's distinct experts from it rather than uniform routing.
   const RoutingProfile* routing = nullptr;
-  // A generation under a budget whose prompts go through layer sweeps (run --schedule sweep):
-  // its longest prompt, in tokens. The plan then holds a prompt window of that many rows
-  // beside the pass buffers (prompt_sweep_bytes). 0: prompts are fed in passes.
+  // A generation whose prompts may go through layer sweeps (run --schedule auto or sweep): its
+  // longest prompt, in tokens. Under a budget whose weights stream and that holds it beside one
+  // item, the plan holds a prompt window of that many rows beside the pass buffers
+  // (prompt_sweep_bytes; ModelPlan::prompt_sweep_rows). 0: prompts are fed in passes.
   int64_t prompt_sweep_rows = 0;
 };
 

@@ -38,10 +38,9 @@ void add_schedule_option(CLI::App& sub, std::string& schedule) {
   sub.add_option("--schedule", schedule,
                  "How classify jobs go through the model: sweep (layer by layer for a window of "
                  "documents: each weight read once per window), passes (token-major passes), or "
-                 "auto (default: sweep whenever a window holds more than one document). With "
-                 "sweep, generate jobs under a memory budget also sweep the prompts of the items "
-                 "that start together before decoding them in passes (auto and passes feed them "
-                 "in passes). The results are the same bits either way")
+                 "auto (default: sweep whenever a window holds more than one document). Generate "
+                 "jobs whose weights stream under their budget sweep their items' prompts before "
+                 "decoding them in passes, unless passes. The results are the same bits either way")
       ->capture_default_str();
 }
 

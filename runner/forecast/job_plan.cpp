@@ -327,7 +327,7 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
   request.io_threads = run.io_threads;
   request.bandwidth_gbps = bandwidth_gbps;
   request.routing = measured;
-  if (!shape.classify && shape.memory_bytes > 0 && shape.schedule == Schedule::kSweep)
+  if (!shape.classify && shape.schedule != Schedule::kPasses)
     for (const ItemWork& it : work.items)
       request.prompt_sweep_rows = std::max(request.prompt_sweep_rows, it.prompt_rows);
   JobForecast f;

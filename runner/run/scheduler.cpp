@@ -138,10 +138,9 @@ class ModelCache {
     request.prefill_chunk = options_.prefill_chunk;
     request.io_threads = options_.io_threads;
     if (memory == 0) request.free_memory_bytes = free_memory_bytes();
-    // run --schedule sweep: a generation's prompts go through layer sweeps (under a budget;
-    // resident, a sweep would read nothing less).
-    if (!classify && memory > 0 && options_.schedule == Schedule::kSweep)
-      request.prompt_sweep_rows = longest_prompt;
+    // A generation's prompts go through layer sweeps unless --schedule passes (plan_model
+    // keeps them in passes when the weights do not stream or the window does not fit).
+    if (!classify && options_.schedule != Schedule::kPasses) request.prompt_sweep_rows = longest_prompt;
     *permanent = true;  // the plan depends on nothing but the job and the model's headers
     NJ_ASSIGN_OR_RETURN(ModelPlan plan, plan_model(*headers.layout, request));
     sweep_ = false;

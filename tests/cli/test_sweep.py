@@ -244,26 +244,28 @@ class Sweep(unittest.TestCase):
         return path
 
     def test_generate_prompts_in_sweeps_are_the_same_tokens_and_the_planned_sweeps(self):
-        """run --schedule sweep under a budget: the prompts of the items that start together go
-        through layer sweeps, then decode in passes. Output tokens are those of --batch 1 in
+        """Under a budget whose weights stream (run --schedule auto or sweep), the prompts of the
+        items that start together go through layer sweeps, then decode in passes. Output tokens are those of --batch 1 in
         passes; run makes the passes and sweeps `plan --schedule sweep` predicts."""
         p = subprocess.run([ARGS.bin, "plan", self.generate_spec(), "--schedule", "sweep", "--threads", "2",
                             "--output", "json"], capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(json.loads(p.stdout)["schedule"], "passes", "resident: prompts are not swept")
-        # Budgets of two and three times the passes' least (the prompt window needs more).
-        minimum = json.loads(p.stdout)["min_memory_bytes"]
+        # Budgets of two and two and a half times the model's least for one item: the weights stream (a
+        # budget that holds them all reads nothing less with a sweep), and the window fits.
+        minimum = json.loads(subprocess.run([ARGS.bin, "plan", "--model", MODEL, "--memory", "1KiB", "--output",
+                                             "json"], capture_output=True, text=True).stdout)["min_memory_bytes"]
         base = self.run_job(self.generate_spec(), "one", "--batch", "1", "--threads", "2")[1]
         outputs = [(r["custom_id"], r["output_ids"]) for r in base]
-        for factor, threads in ((2, "1"), (3, "2")):
-            spec = self.generate_spec(factor * minimum)
-            with self.subTest(memory=factor * minimum, threads=threads):
-                p = subprocess.run([ARGS.bin, "plan", spec, "--schedule", "sweep", "--threads", threads,
+        for factor, threads, schedule in ((2, "1", "sweep"), (2.5, "2", "auto")):
+            spec = self.generate_spec(int(factor * minimum))
+            with self.subTest(memory=int(factor * minimum), threads=threads, schedule=schedule):
+                p = subprocess.run([ARGS.bin, "plan", spec, "--schedule", schedule, "--threads", threads,
                                     "--output", "json"], capture_output=True, text=True)
                 self.assertEqual(p.returncode, 0, p.stderr)
                 plan = json.loads(p.stdout)
                 self.assertEqual(plan["schedule"], "sweep")
-                nj, results = self.run_job(spec, f"gen-{factor}", "--schedule", "sweep", "--threads", threads)
+                nj, results = self.run_job(spec, f"gen-{factor}", "--schedule", schedule, "--threads", threads)
                 self.assertEqual([(r["custom_id"], r["output_ids"]) for r in results], outputs)
                 (ended,) = [d for _, _, d in nj.events("run_ended")]
                 self.assertGreater(ended["sweeps"], 0)

@@ -134,9 +134,10 @@ class GenerateSweepCrash(unittest.TestCase):
                 f.write("\n".join(lines) + "\n")
             return path
 
-        plan = json.loads(subprocess.run([ARGS.bin, "plan", spec(None), "--schedule", "passes", "--output", "json"],
-                                         check=True, capture_output=True, text=True).stdout)
-        budget = spec(3 * plan["min_memory_bytes"])
+        # Twice the model's least budget for one item: the weights stream, and the prompt window fits.
+        least = json.loads(subprocess.run([ARGS.bin, "plan", "--model", MODEL, "--memory", "1KiB", "--output", "json"],
+                                          capture_output=True, text=True).stdout)["min_memory_bytes"]
+        budget = spec(2 * least)
         calm = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home-calm"))
         job = calm.submit(budget)
         p = calm.run("run", "--drain", "--schedule", "passes", "--batch", "1", "--threads", "1")
