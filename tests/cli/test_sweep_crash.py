@@ -35,6 +35,24 @@ def layers():
     return c.get("text_config", c)["num_hidden_layers"]
 
 
+def end_life(test, nj, proc, rng, log_path):
+    """Ends a run's life: a SIGTERM (a graceful stop, saving and exiting 0) three times in ten
+    while it runs, else a SIGKILL; the store stays intact either way."""
+    if proc.poll() is None and rng.random() < 0.3:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=60)
+        except Exception:
+            proc.kill()
+            rc = proc.wait()
+        test.assertIn(rc, (0, -signal.SIGTERM), f"a stopped run exited with {rc} (see {log_path})")
+    else:
+        proc.kill()
+        rc = proc.wait()
+        test.assertIn(rc, (0, -signal.SIGKILL), f"run exited with {rc} (see {log_path})")
+    test.assertEqual(nj.query("PRAGMA integrity_check")[0][0], "ok")
+
+
 class SweepCrash(unittest.TestCase):
     def setUp(self):
         self.dir = os.path.join(WORK, self.id().split(".")[-1])
@@ -90,19 +108,7 @@ class SweepCrash(unittest.TestCase):
                 batch = ["--batch", "3"] if life % 3 == 2 else []  # windows of 3 in some lives
                 proc = nj.popen("run", *RUN, *batch, stderr=log)
             time.sleep(rng.uniform(0.05, ARGS.max_delay))
-            if proc.poll() is None and rng.random() < 0.3:
-                proc.send_signal(signal.SIGTERM)  # a graceful stop: saves a boundary and exits 0
-                try:
-                    rc = proc.wait(timeout=60)
-                except Exception:
-                    proc.kill()
-                    rc = proc.wait()
-                self.assertIn(rc, (0, -signal.SIGTERM), f"a stopped run exited with {rc} (see {log_path})")
-            else:
-                proc.kill()
-                rc = proc.wait()
-                self.assertIn(rc, (0, -signal.SIGKILL), f"run exited with {rc} (see {log_path})")
-            self.assertEqual(nj.query("PRAGMA integrity_check")[0][0], "ok")
+            end_life(self, nj, proc, rng, log_path)
             done = nj.query("SELECT count(*) FROM items WHERE state = 'done'")[0][0]
             if done == len(DOCS):
                 break
@@ -163,15 +169,7 @@ class GenerateSweepCrash(unittest.TestCase):
             with open(log_path, "a") as log:
                 proc = nj.popen(*run, stderr=log)
             time.sleep(rng.uniform(0.02, ARGS.max_delay / 3))
-            if proc.poll() is None and rng.random() < 0.3:
-                proc.send_signal(signal.SIGTERM)
-                rc = proc.wait(timeout=60)
-                self.assertIn(rc, (0, -signal.SIGTERM), f"a stopped run exited with {rc} (see {log_path})")
-            else:
-                proc.kill()
-                rc = proc.wait()
-                self.assertIn(rc, (0, -signal.SIGKILL), f"run exited with {rc} (see {log_path})")
-            self.assertEqual(nj.query("PRAGMA integrity_check")[0][0], "ok")
+            end_life(self, nj, proc, rng, log_path)
             if nj.query("SELECT count(*) FROM items WHERE state = 'done'")[0][0] == len(items):
                 break
         print(f"{life + 1} lives", flush=True)
