@@ -125,20 +125,22 @@ JobPrediction predict_job(const JobWork& work, const JobPlanShape& shape,
         members.push_back(m);
     }
     if (members.empty()) break;
-    // Prompts of the items that just joined, swept before the pass (PassGroup::run_pass): in
-    // windows of the oldest, each within the window's rows and prompts.
+    // Prompts waiting to be swept go before the pass, one window at a time (PassGroup::run_pass):
+    // the first joined, within the window's rows and prompts; places freed meanwhile are filled
+    // before the next window (the scheduler's loop).
     if (shape.prompt_sweep_rows > 0) {
       std::vector<Member*> waiting;
       for (Member& m : members)
         if (m.position == m.left.start_position && m.left.prompt_rows > 0 &&
             m.left.prompt_rows <= shape.prompt_sweep_rows)
           waiting.push_back(&m);
-      for (size_t at = 0; at < waiting.size();) {
+      std::sort(waiting.begin(), waiting.end(), [](const Member* a, const Member* b) { return a->order < b->order; });
+      if (!waiting.empty()) {
         PassShape sweep{0, 0, 0};
         size_t n = 0;
-        while (at + n < waiting.size() && n < static_cast<size_t>(kPromptSweepSequences) &&
-               (n == 0 || sweep.rows + waiting[at + n]->left.prompt_rows <= shape.prompt_sweep_rows)) {
-          Member& m = *waiting[at + n];
+        while (n < waiting.size() && n < static_cast<size_t>(kPromptSweepSequences) &&
+               (n == 0 || sweep.rows + waiting[n]->left.prompt_rows <= shape.prompt_sweep_rows)) {
+          Member& m = *waiting[n];
           sweep.rows += static_cast<int>(m.left.prompt_rows);
           sweep.logits_rows += 1;
           sweep.attended += m.feed(m.left.prompt_rows);
@@ -146,12 +148,11 @@ JobPrediction predict_job(const JobWork& work, const JobPlanShape& shape,
         }
         add_pass(p, cost, sweep, static_cast<int>(n));
         ++p.sweeps;
-        at += n;
+        for (const Member& m : members)
+          if (m.done()) p.finished_at.push_back(p.seconds);
+        std::erase_if(members, [](const Member& m) { return m.done(); });
+        continue;
       }
-      for (const Member& m : members)
-        if (m.done()) p.finished_at.push_back(p.seconds);
-      std::erase_if(members, [](const Member& m) { return m.done(); });
-      if (members.empty()) continue;
     }
     std::vector<Member*> order;
     for (Member& m : members) order.push_back(&m);

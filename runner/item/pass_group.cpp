@@ -287,8 +287,13 @@ void PassGroup::run_pass() {
     m->cv.notify_all();
   }
   // Prompts waiting to be swept go before the pass (its members wait one sweep): a window of
-  // the oldest, as many as fit its rows and kPromptSweepSequences (the first always).
+  // the first items (by job and item, as they were claimed: the order their threads came to
+  // wait in is not deterministic), as many as fit its rows and kPromptSweepSequences (the
+  // first always). The scheduler fills places freed meanwhile before the next one.
   if (!prompts.empty()) {
+    std::sort(prompts.begin(), prompts.end(), [](const Member* a, const Member* b) {
+      return std::pair(a->sweep_job, a->sweep_item) < std::pair(b->sweep_job, b->sweep_item);
+    });
     std::vector<Member*> window;
     int64_t window_rows = 0;
     for (Member* m : prompts) {
