@@ -64,7 +64,10 @@ Status moe_experts(const ModelConfig& c, int layer, const MoeWeights& w, WeightS
   for (int e = 0; e < E; ++e)
     if (end[e + 1] > end[e]) needed.push_back(e);
   counters->distinct_experts = static_cast<int>(needed.size());
-  if (profile) profile->record(layer, needed, count_routing);
+  if (profile) {
+    profile->record(layer, needed, count_routing);
+    profile->record_choices(layer, end, rows);
+  }
   source.will_need_experts(layer, needed);
 
   // Groups of experts in ascending order, each computed in one parallel region

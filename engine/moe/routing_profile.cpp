@@ -2,6 +2,7 @@
 #include "engine/moe/routing_profile.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -9,7 +10,10 @@
 namespace nj {
 
 RoutingProfile::RoutingProfile(int layers, int num_experts) : layers_(static_cast<size_t>(layers)) {
-  for (auto& l : layers_) l.distances.assign(static_cast<size_t>(num_experts), 0);
+  for (auto& l : layers_) {
+    l.distances.assign(static_cast<size_t>(num_experts), 0);
+    l.chosen.assign(static_cast<size_t>(num_experts), 0);
+  }
 }
 
 void RoutingProfile::record(int layer, const std::vector<int>& experts, bool count) {
@@ -35,6 +39,25 @@ void RoutingProfile::record(int layer, const std::vector<int>& experts, bool cou
   L.stack.insert(L.stack.end(), rest.begin(), rest.end());
 }
 
+void RoutingProfile::record_choices(int layer, const int32_t* end, int rows) {
+  Layer& L = layers_[static_cast<size_t>(layer)];
+  L.rows += static_cast<uint64_t>(rows);
+  for (size_t e = 0; e < L.chosen.size(); ++e) L.chosen[e] += static_cast<uint64_t>(end[e + 1] - end[e]);
+}
+
+double RoutingProfile::expected_distinct(int layer, int rows) const {
+  if (layer < 0 || static_cast<size_t>(layer) >= layers_.size()) return -1;
+  const Layer& L = layers_[static_cast<size_t>(layer)];
+  if (L.rows == 0) return -1;
+  double distinct = 0;
+  for (uint64_t n : L.chosen) {
+    if (n == 0) continue;
+    const double p = std::min(1.0, static_cast<double>(n) / static_cast<double>(L.rows));
+    distinct += 1.0 - std::pow(1.0 - p, rows);
+  }
+  return distinct;
+}
+
 double RoutingProfile::hit_rate(int layer, int slots) const {
   if (layer < 0 || static_cast<size_t>(layer) >= layers_.size()) return -1;
   const Layer& L = layers_[static_cast<size_t>(layer)];
@@ -49,16 +72,21 @@ std::string RoutingProfile::to_json(uint64_t fingerprint) const {
   char fp[32];
   std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(fingerprint));
   j["format"] = "nightjar-routing-profile";
-  j["version"] = 1;
+  j["version"] = 2;
   j["model_fingerprint"] = fp;
   j["tokens"] = tokens_;
   j["layers"] = nlohmann::json::array();
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
-    if (L.requests == 0) continue;
+    if (L.requests == 0 && L.rows == 0) continue;
     std::vector<uint64_t> d = L.distances;
     while (!d.empty() && d.back() == 0) d.pop_back();
-    j["layers"].push_back({{"layer", l}, {"requests", L.requests}, {"first_use", L.first_use}, {"distances", d}});
+    j["layers"].push_back({{"layer", l},
+                           {"requests", L.requests},
+                           {"first_use", L.first_use},
+                           {"distances", d},
+                           {"rows", L.rows},
+                           {"chosen", L.chosen}});
   }
   return j.dump() + "\n";
 }
@@ -71,8 +99,9 @@ Result<RoutingProfile> RoutingProfile::parse(const std::string& text, const std:
     return invalid_argument(name + ": not a routing profile (invalid JSON: " + e.what() + ")");
   }
   try {
-    if (j.value("format", "") != "nightjar-routing-profile" || j.value("version", 0) != 1)
-      return invalid_argument(name + ": not a nightjar routing profile of version 1");
+    const int version = j.value("version", 0);
+    if (j.value("format", "") != "nightjar-routing-profile" || (version != 1 && version != 2))
+      return invalid_argument(name + ": not a nightjar routing profile of version 1 or 2");
     char fp[32];
     std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(fingerprint));
     if (j.value("model_fingerprint", "") != fp)
@@ -88,6 +117,19 @@ Result<RoutingProfile> RoutingProfile::parse(const std::string& text, const std:
       L.requests = l.at("requests").get<uint64_t>();
       L.first_use = l.at("first_use").get<uint64_t>();
       L.distances = l.at("distances").get<std::vector<uint64_t>>();
+      if (version >= 2) {
+        L.rows = l.at("rows").get<uint64_t>();
+        L.chosen = l.at("chosen").get<std::vector<uint64_t>>();
+        uint64_t choices = 0;
+        for (uint64_t n : L.chosen) {
+          if (n > L.rows)
+            return corruption(name + ": layer " + std::to_string(layer) +
+                              ": an expert chosen by more rows than it recorded");
+          choices += n;
+        }
+        if (L.rows > 0 && choices == 0)
+          return corruption(name + ": layer " + std::to_string(layer) + ": rows with no choices");
+      }
     }
     return p;
   } catch (const nlohmann::json::exception& e) {

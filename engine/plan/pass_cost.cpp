@@ -98,16 +98,21 @@ void add_attn_res(ElementCounts& e, double n, double hidden) {
 }  // namespace
 
 PassCostModel::PassCostModel(const ModelLayout& layout, const ResidencyPlan& plan,
-                             const KernelRates& rates, double bandwidth_gbps)
-    : rates_(rates), bandwidth_(bandwidth_gbps * 1e9), trunk_overlaps_(plan.ring_slots != 1) {
+                             const KernelRates& rates, double bandwidth_gbps,
+                             const RoutingProfile* routing)
+    : rates_(rates),
+      routing_(routing),
+      bandwidth_(bandwidth_gbps * 1e9),
+      trunk_overlaps_(plan.ring_slots != 1) {
   const ModelConfig& c = layout.config();
   num_experts_ = c.num_experts;
   top_k_ = c.top_k;
   for (int l = 0; l < c.layers; ++l) {
-    moe_layers_ += c.is_dense(l) ? 0 : 1;
+    if (!c.is_dense(l)) moe_layer_ids_.push_back(l);
     trunk_elements_ += layer_elements(layout.layer(l));
     if (layout.layer(l).is_mla) kv_b_elements_ += matrix_elements({&layout.layer(l).mla.kv_b});
   }
+  moe_layers_ = static_cast<int>(moe_layer_ids_.size());
   const HeadLayout& head = layout.head();
   trunk_elements_ += matrix_elements({&head.out_res_proj});
   head_elements_ = matrix_elements({&head.lm_head});
@@ -183,7 +188,14 @@ PassCostModel::PassCostModel(const ModelLayout& layout, const ResidencyPlan& pla
 }
 
 double PassCostModel::distinct_experts(int rows) const {
-  return moe_layers_ > 0 ? expected_distinct_experts(num_experts_, top_k_, std::max(1, rows)) : 0.0;
+  if (moe_layers_ == 0) return 0.0;
+  if (routing_ == nullptr) return expected_distinct_experts(num_experts_, top_k_, std::max(1, rows));
+  double sum = 0;
+  for (int l : moe_layer_ids_) {
+    const double measured = routing_->expected_distinct(l, std::max(1, rows));
+    sum += measured >= 0 ? measured : expected_distinct_experts(num_experts_, top_k_, std::max(1, rows));
+  }
+  return sum / moe_layers_;
 }
 
 PassPrediction PassCostModel::predict(const PassShape& pass) const {

@@ -19,7 +19,8 @@
 // Bytes read from disk (as the residency plan predicts them, planner.h):
 //   every streamed trunk unit once, whatever the rows; an embedding row per row; and per
 //   MoE layer the experts the pass's rows route to, E·(1 − (1 − k/E)^rows) under uniform
-//   routing, less the expert cache's hits.
+//   routing (with a routing profile, Σ_e 1 − (1 − p_e)^rows by the frequency p_e of rows that
+//   chose expert e), less the expert cache's hits.
 // Compute (kernel_rates.h, measured on this machine):
 //   matrix products: every trunk matrix once over all rows; the LM head over the rows whose
 //   logits are wanted; at the probed kernels' rate for that many rows.
@@ -61,6 +62,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/model/layout.h"
 #include "engine/plan/kernel_rates.h"
@@ -124,21 +126,25 @@ struct PassPrediction {
 class PassCostModel {
  public:
   // For passes under `plan` (made for `layout`), reading at `bandwidth_gbps`. Keeps a
-  // reference to `rates`, which must outlive it.
+  // reference to `rates`, which must outlive it. With `routing` (which must outlive it too),
+  // a pass's distinct experts follow its recorded choices (RoutingProfile::expected_distinct)
+  // instead of uniform routing.
   PassCostModel(const ModelLayout& layout, const ResidencyPlan& plan, const KernelRates& rates,
-                double bandwidth_gbps);
+                double bandwidth_gbps, const RoutingProfile* routing = nullptr);
 
   PassPrediction predict(const PassShape& pass) const;
 
-  double distinct_experts(int rows) const;  // per MoE layer
+  double distinct_experts(int rows) const;  // per MoE layer (their mean)
   double load_bytes() const { return load_bytes_; }
   double load_seconds() const { return bandwidth_ > 0 ? load_bytes_ / bandwidth_ : 0.0; }
 
  private:
   const KernelRates& rates_;
+  const RoutingProfile* routing_ = nullptr;
+  int num_experts_ = 0, top_k_ = 0, moe_layers_ = 0;
+  std::vector<int> moe_layer_ids_;
   double bandwidth_ = 0;  // bytes per second
   bool trunk_overlaps_ = true;  // a trunk unit is read while the previous one computes
-  int num_experts_ = 0, top_k_ = 0, moe_layers_ = 0;
   // Disk.
   double trunk_read_ = 0;     // streamed trunk units, per pass
   double embedding_row_ = 0;  // per row

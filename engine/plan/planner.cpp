@@ -107,6 +107,12 @@ double expected_distinct_experts(int num_experts, int top_k, int rows) {
   return num_experts * (1.0 - std::pow(miss, rows));
 }
 
+double expected_distinct_experts(const ModelConfig& c, const RoutingProfile* routing, int layer,
+                                 int rows) {
+  const double measured = routing != nullptr ? routing->expected_distinct(layer, rows) : -1.0;
+  return measured >= 0 ? measured : expected_distinct_experts(c.num_experts, c.top_k, rows);
+}
+
 namespace {
 
 // State and activations of a batch: what the budget holds besides weights.
@@ -116,7 +122,7 @@ void batch_memory(const ModelConfig& c, const PlanOptions& o, int batch, uint64_
   ob.batch = batch;
   *state = sequence_state_bytes(c, o.max_context) *
            static_cast<uint64_t>(std::max(0, o.sequence_states)) * static_cast<uint64_t>(batch);
-  *scratch = o.passes ? activation_bytes(c, planned_activation_shape(ob)) : 0;
+  *scratch = (o.passes ? activation_bytes(c, planned_activation_shape(ob)) : 0) + o.sweep_bytes;
 }
 
 struct WeightMinimum {
@@ -387,9 +393,11 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
     p.predicted_decode_bytes_per_step += u.decoded_bytes;
   }
   p.predicted_trunk_bytes_per_step += static_cast<uint64_t>(p.batch) * layout.embedding_row_bytes();
-  p.predicted_distinct_experts = expected_distinct_experts(c.num_experts, c.top_k, p.batch);
-  double hit_sum = 0;
+  double hit_sum = 0, distinct_sum = 0;
   for (int l : moe_layers) {
+    const double distinct = expected_distinct_experts(c, o.routing, l, p.batch);
+    distinct_sum += distinct;
+    if (o.routing && o.routing->expected_distinct(l, 1) >= 0) p.routing_profile_used = true;
     const int slots = p.expert_cache_slots[static_cast<size_t>(l)];
     double hit = std::min(1.0, static_cast<double>(slots) / c.num_experts);
     if (slots >= c.num_experts) {
@@ -403,8 +411,10 @@ Result<ResidencyPlan> plan_residency(const ModelLayout& layout, uint64_t budget,
     }
     hit_sum += hit;
     p.predicted_expert_bytes_per_step += static_cast<uint64_t>(
-        p.predicted_distinct_experts * static_cast<double>(expert_read) * (1.0 - hit));
+        distinct * static_cast<double>(expert_read) * (1.0 - hit));
   }
+  p.predicted_distinct_experts =
+      moe_layers.empty() ? 0 : distinct_sum / static_cast<double>(moe_layers.size());
   p.predicted_expert_hit_rate =
       moe_layers.empty() ? 0 : hit_sum / static_cast<double>(moe_layers.size());
   p.predicted_trunk_bytes_per_token =

@@ -80,6 +80,9 @@ struct PlanOptions {
   // Whether the Forward runs passes: a layer sweep's plan runs none (engine/plan/sweep_plan.h;
   // the Forward allocates its pass buffers at its first pass, so none are held).
   bool passes = true;
+  // A layer sweep's buffers held beside the pass buffers: generate prompts swept before the
+  // passes decode them (engine/runtime/model_plan.h, prompt_sweep_bytes). Counted as activations.
+  uint64_t sweep_bytes = 0;
   int min_expert_buffers = 2;   // expert buffers in the minimum (capped at top_k): how many of a
                                 // layer's missing experts can be read at once at the minimum
   double bandwidth_gbps = 2.6;  // device read bandwidth for the predicted seconds per token
@@ -126,6 +129,10 @@ int max_resident_batch(const ModelLayout& layout, const PlanOptions& o, uint64_t
 
 // Expected distinct experts among `rows` rows routed uniformly to top_k of num_experts.
 double expected_distinct_experts(int num_experts, int top_k, int rows);
+// The same for MoE layer `layer` of a model of config `c`: from `routing`'s recorded choices
+// when it has that layer's (RoutingProfile::expected_distinct), else uniform.
+double expected_distinct_experts(const ModelConfig& c, const RoutingProfile* routing, int layer,
+                                 int rows);
 
 // Plans `budget_bytes` (0 = everything resident). ResourceExhausted naming the minimum, and
 // the largest batch that would fit, when the budget is below it.

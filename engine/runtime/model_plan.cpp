@@ -3,7 +3,21 @@
 
 #include <algorithm>
 
+#include "engine/plan/sweep_plan.h"
+#include "engine/sweep/layer_chunks.h"
+#include "engine/sweep/sweep.h"
+
 namespace nj {
+
+uint64_t prompt_sweep_bytes(const ModelConfig& c, int64_t rows) {
+  const int n = static_cast<int>(std::max<int64_t>(1, rows));
+  const SweepOptions o;
+  const int sequences = std::min(n, kPromptSweepSequences);
+  const uint64_t buffers = sweep_activation_bytes(
+      c, SweepShape{n, o.chunk_rows, sequences, n, sequences, o.chunk_sequences});
+  const int live = std::min(sequences, LayerChunks::bound(o.chunk_sequences, o.waiting_parents, 0));
+  return buffers + static_cast<uint64_t>(live) * layer_state_bytes(c, n);
+}
 
 PlanOptions plan_options_for(bool classify, int64_t context, int prefill_chunk, int io_threads) {
   PlanOptions o;
@@ -27,6 +41,19 @@ Result<ModelPlan> plan_model(const ModelLayout& layout, const ModelRequest& r) {
   ModelPlan m;
   m.options = plan_options_for(r.classify, r.context, r.prefill_chunk, r.io_threads);
   m.options.bandwidth_gbps = r.bandwidth_gbps;
+  m.options.routing = r.routing;
+  // Prompts in sweeps only when the weights stream (a sweep saves reads, and a budget that
+  // holds every weight beside one item reads none) and the budget holds the window beside
+  // one item.
+  if (r.prompt_sweep_rows > 0 && r.memory_bytes > 0 &&
+      resident_memory_for_batch(layout, m.options, 1) > r.memory_bytes) {
+    m.prompt_sweep_rows = r.prompt_sweep_rows;
+    m.options.sweep_bytes = prompt_sweep_bytes(layout.config(), r.prompt_sweep_rows);
+    if (max_batch_for_budget(layout, m.options, r.memory_bytes) == 0) {
+      m.prompt_sweep_rows = 0;
+      m.options.sweep_bytes = 0;
+    }
+  }
   m.requested_batch = r.batch;
   const uint64_t memory = r.memory_bytes;
   if (memory > 0) {

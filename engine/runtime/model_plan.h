@@ -59,7 +59,24 @@ struct ModelRequest {
   int prefill_chunk = kDefaultPrefillChunk;  // rows a prompt's pass carries at most
   int io_threads = kDefaultIoThreads;        // one staging buffer each (lossless packs)
   double bandwidth_gbps = PlanOptions{}.bandwidth_gbps;  // for the predicted seconds
+  // Measured routing (`plan --routing-profile`; outlives the plans made from it): the expert
+  // cache's hits and a pass's distinct experts from it rather than uniform routing.
+  const RoutingProfile* routing = nullptr;
+  // A generation whose prompts may go through layer sweeps (run --schedule auto or sweep): its
+  // longest prompt, in tokens. Under a budget whose weights stream and that holds it beside one
+  // item, the plan holds a prompt window of that many rows beside the pass buffers
+  // (prompt_sweep_bytes; ModelPlan::prompt_sweep_rows). 0: prompts are fed in passes.
+  int64_t prompt_sweep_rows = 0;
 };
+
+// Prompts of a generation swept together, at most: a window holds this many prompts (and at
+// most ModelPlan::prompt_sweep_rows rows), each asking for its last row's logits.
+inline constexpr int kPromptSweepSequences = 8;
+
+// What a prompt window of `rows` rows and up to kPromptSweepSequences prompts holds: its
+// sweep's buffers (sweep_activation_bytes) and the layer states alive at once (their final
+// states are the batch's own, counted with it).
+uint64_t prompt_sweep_bytes(const ModelConfig& c, int64_t rows);
 
 struct ModelPlan {
   PlanOptions options;       // what the plan was made for (batch and drafts asked included)
@@ -70,6 +87,7 @@ struct ModelPlan {
                              // free_memory_bytes holds; 0 when resident without it)
   int asked_draft_tokens = 0;  // drafts asked (decision 3); residency.draft_tokens are held
   PassCost pass_cost;        // the byte cost of a pass under this plan (speculation weighs it)
+  int64_t prompt_sweep_rows = 0;  // a prompt window's rows (ModelRequest::prompt_sweep_rows)
 
   // The activation shape a pass of this plan needs (with drafts: 1 + draft_tokens rows of
   // every sequence beside the prefill chunks), and the Forward options that allocate it.

@@ -113,7 +113,7 @@ int run_plan_spec(const PlanArgs& a, const CLI::App& sub) {
                      : source.stored     ? "a job in the store (it has its own model and budget)"
                                          : "a job spec";
   // The flags of `plan --model` alone: a job's prediction would silently leave them out.
-  for (const char* flag : {"--memory", "--model", "--routing-profile", "--pack", "--no-pack",
+  for (const char* flag : {"--memory", "--model", "--pack", "--no-pack",
                            "--all-logits", "--max-context", "--decode-gbps", "--pin-compressed"}) {
     if (source.openai_batch && (std::string(flag) == "--memory" || std::string(flag) == "--model"))
       continue;
@@ -137,6 +137,7 @@ int run_plan_spec(const PlanArgs& a, const CLI::App& sub) {
   auto schedule = parse_schedule(a.schedule);
   if (!schedule.ok()) return report_usage_error("--schedule", schedule.status());
   job.schedule = *schedule;
+  job.routing_profile = a.routing_profile;
   job.json = a.output == "json";
   if (source.openai_batch) job.spec = a.openai_batch;
   return run_plan_job(job, source);
@@ -255,11 +256,12 @@ CLI::App* add_plan_options(CLI::App& app, PlanArgs* a) {
       ->check(CLI::PositiveNumber);
   sub->add_flag("--all-logits", a->all_logits, "Plan for `logits` (keeps every position's logits)");
   sub->add_option("--schedule", a->schedule,
-                  "With a classify spec: predict run --schedule sweep, passes or auto (default)")
+                  "With a job spec: predict run --schedule sweep, passes or auto (default)")
       ->capture_default_str();
   sub->add_option(
       "--routing-profile", a->routing_profile,
-      "Predict the expert cache from this measured routing (generate --save-routing-profile)");
+      "Predict the expert cache and, for a job, the experts each pass or sweep reads from this "
+      "measured routing (generate --save-routing-profile) instead of uniform routing");
   sub->add_option("--decode-gbps", a->decode_gbps,
                   "Lossless pack: decode rate of one I/O thread in GB/s for the prediction and the "
                   "choice of units held compressed (default 8)")

@@ -38,8 +38,9 @@ void add_schedule_option(CLI::App& sub, std::string& schedule) {
   sub.add_option("--schedule", schedule,
                  "How classify jobs go through the model: sweep (layer by layer for a window of "
                  "documents: each weight read once per window), passes (token-major passes), or "
-                 "auto (default: sweep whenever a window holds more than one document); the "
-                 "results are the same bits either way")
+                 "auto (default: sweep whenever a window holds more than one document). Generate "
+                 "jobs whose weights stream under their budget sweep their items' prompts before "
+                 "decoding them in passes, unless passes. The results are the same bits either way")
       ->capture_default_str();
 }
 
@@ -160,6 +161,7 @@ nlohmann::json run_json(const RunSummary& s, double seconds, std::optional<std::
           {"outputs_failed_jobs", jobs_json(s.outputs_failed_jobs)},
           {"tokens", s.tokens},
           {"passes", s.passes.passes},
+          {"sweeps", s.passes.sweeps},
           {"rows", s.passes.rows},
           {"max_batch", s.passes.max_sequences},
           {"bytes_read", static_cast<uint64_t>(std::llround(s.passes.bytes_read))},

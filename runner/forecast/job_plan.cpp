@@ -6,6 +6,8 @@
 #include <deque>
 
 #include "engine/forward/decoder_layer.h"
+#include "engine/io/file.h"
+#include "engine/model/fingerprint.h"
 #include "engine/runtime/model.h"
 #include "engine/plan/planner.h"
 #include "jobs/spec/label_trie.h"
@@ -123,6 +125,34 @@ JobPrediction predict_job(const JobWork& work, const JobPlanShape& shape,
         members.push_back(m);
     }
     if (members.empty()) break;
+    // Prompts of the items that just joined, swept before the pass (PassGroup::run_pass): in
+    // windows of the oldest, each within the window's rows and prompts.
+    if (shape.prompt_sweep_rows > 0) {
+      std::vector<Member*> waiting;
+      for (Member& m : members)
+        if (m.position == m.left.start_position && m.left.prompt_rows > 0 &&
+            m.left.prompt_rows <= shape.prompt_sweep_rows)
+          waiting.push_back(&m);
+      for (size_t at = 0; at < waiting.size();) {
+        PassShape sweep{0, 0, 0};
+        size_t n = 0;
+        while (at + n < waiting.size() && n < static_cast<size_t>(kPromptSweepSequences) &&
+               (n == 0 || sweep.rows + waiting[at + n]->left.prompt_rows <= shape.prompt_sweep_rows)) {
+          Member& m = *waiting[at + n];
+          sweep.rows += static_cast<int>(m.left.prompt_rows);
+          sweep.logits_rows += 1;
+          sweep.attended += m.feed(m.left.prompt_rows);
+          ++n;
+        }
+        add_pass(p, cost, sweep, static_cast<int>(n));
+        ++p.sweeps;
+        at += n;
+      }
+      for (const Member& m : members)
+        if (m.done()) p.finished_at.push_back(p.seconds);
+      std::erase_if(members, [](const Member& m) { return m.done(); });
+      if (members.empty()) continue;
+    }
     std::vector<Member*> order;
     for (Member& m : members) order.push_back(&m);
     std::sort(order.begin(), order.end(), [](const Member* a, const Member* b) {
@@ -276,6 +306,13 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
       (!rates.experts.measured() || rates.experts.latent != c.latent ||
        rates.experts.moe_inter != c.moe_inter || rates.experts.mxfp4 != c.mxfp4_experts))
     rates.measure_experts(c);
+  std::optional<RoutingProfile> routing;
+  if (!shape.routing_profile.empty()) {
+    NJ_ASSIGN_OR_RETURN(std::string text, read_small_file(shape.routing_profile));
+    NJ_ASSIGN_OR_RETURN(routing, RoutingProfile::parse(text, shape.routing_profile,
+                                                       model_fingerprint(c, *headers.index)));
+  }
+  const RoutingProfile* measured = routing ? &*routing : nullptr;
   // The plan `run` makes (engine/runtime/model_plan.h), for the items the job has.
   ModelRequest request;
   request.memory_bytes = shape.memory_bytes;
@@ -289,6 +326,10 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
   request.prefill_chunk = run.prefill_chunk;
   request.io_threads = run.io_threads;
   request.bandwidth_gbps = bandwidth_gbps;
+  request.routing = measured;
+  if (!shape.classify && shape.schedule != Schedule::kPasses)
+    for (const ItemWork& it : work.items)
+      request.prompt_sweep_rows = std::max(request.prompt_sweep_rows, it.prompt_rows);
   JobForecast f;
   const SweepWork each = sweep_work(work);
   NJ_ASSIGN_OR_RETURN(std::optional<SweepDecision> sweep,
@@ -297,7 +338,7 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
     const SweepWindowPlan& window = sweep->window;
     f.sweep = true;
     f.min_memory_bytes = window.min_memory_bytes;
-    const PassCostModel cost(layout, window.residency, rates, bandwidth_gbps);
+    const PassCostModel cost(layout, window.residency, rates, bandwidth_gbps, measured);
     const BoundaryCost boundary{
         4.0 * c.hidden * (1 + banked_before(c, c.layers - 1)), c.layers - 1,
         run.item.checkpoint_interval_s, bandwidth_gbps};
@@ -323,9 +364,13 @@ Result<JobForecast> forecast_job(const JobWork& work, const JobRunShape& shape, 
   f.max_batch = plan.max_batch;
   f.rows_per_pass = plan.residency.rows_per_pass;
   f.draft_tokens = plan.residency.draft_tokens;
-  const PassCostModel cost(layout, plan.residency, rates, bandwidth_gbps);
-  f.prediction =
-      predict_job(work, JobPlanShape{f.batch, plan.residency.rows_per_pass, plan.options.prefill_chunk}, cost);
+  const PassCostModel cost(layout, plan.residency, rates, bandwidth_gbps, measured);
+  f.prompt_sweep_rows = plan.prompt_sweep_rows;
+  f.prediction = predict_job(
+      work,
+      JobPlanShape{f.batch, plan.residency.rows_per_pass, plan.options.prefill_chunk, plan.prompt_sweep_rows},
+      cost);
+  f.sweeps = f.prediction.sweeps;
   return f;
 }
 

@@ -51,11 +51,15 @@ struct JobPlanShape {
   int batch = 1;      // items sharing passes
   int max_rows = 64;  // rows a pass may carry (the plan's activations)
   int prefill_chunk = 64;
+  // Prompts of at most this many rows go through a sweep when their item joins, in windows
+  // of the items joining together (ModelPlan::prompt_sweep_rows); 0: fed in passes.
+  int64_t prompt_sweep_rows = 0;
 };
 
 struct JobPrediction {
   int64_t items = 0;
-  int64_t passes = 0;
+  int64_t passes = 0;  // forward passes and layer sweeps
+  int64_t sweeps = 0;  // of which a generation's prompt sweeps
   int64_t rows = 0;
   int max_batch = 0;      // the most items that shared a pass
   double load_bytes = 0;  // read when the model opens (pass_cost.h), part of disk_bytes
@@ -119,6 +123,9 @@ struct JobRunShape {
   // (plan_model, engine/runtime/model_plan.h).
   jobs::SpeculativeMode speculative = jobs::SpeculativeMode::kOff;
   Schedule schedule = Schedule::kAuto;  // a classify job's, as `run --schedule`
+  // A routing profile's file (`plan --routing-profile`), recorded on this model, or empty
+  // (uniform routing).
+  std::string routing_profile;
 };
 
 struct JobForecast {
@@ -128,6 +135,7 @@ struct JobForecast {
   int window_documents = 0;  // documents per sweep
   int window_rows = 0;       // rows per sweep
   int64_t sweeps = 0;
+  int64_t prompt_sweep_rows = 0;  // a generation: its prompts' sweep windows (0: passes)
   int batch = 1;
   int max_batch = 0;      // what the budget holds (0 when everything is resident)
   int rows_per_pass = 1;  // with drafts: batch x (1 + draft_tokens) decode rows at most

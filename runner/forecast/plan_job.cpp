@@ -79,6 +79,7 @@ Result<JobPlanReport> predict(const PlanJobArgs& a, JobPlanReport r, JobRunShape
   shape.prefill_chunk = a.prefill_chunk;
   shape.io_threads = a.io_threads;
   shape.schedule = a.schedule;
+  shape.routing_profile = a.routing_profile;
   NJ_ASSIGN_OR_RETURN(r.forecast, forecast_job(r.work, shape, rates, bandwidth));
   if (a.batch > 0 && r.forecast.batch < a.batch)
     spdlog::warn("--batch {}: the budget {} holds at most {}; run would use {}", a.batch,
@@ -187,13 +188,12 @@ nlohmann::json plan_job_json(const PlanJobArgs& a, const JobPlanReport& r) {
         {"max_batch", max_batch},
         {"rows_per_pass", forecast->rows_per_pass},
         {"draft_tokens", forecast->draft_tokens},
-        {"schedule", spec->kind == jobs::JobKind::kClassify
-                         ? nlohmann::json(forecast->sweep ? "sweep" : "passes")
-                         : nlohmann::json("passes")},
+        {"schedule", forecast->sweep || forecast->prompt_sweep_rows > 0 ? "sweep" : "passes"},
         {"window_documents", forecast->sweep ? nlohmann::json(forecast->window_documents)
                                              : nlohmann::json(nullptr)},
         {"window_rows", forecast->sweep ? nlohmann::json(forecast->window_rows) : nlohmann::json(nullptr)},
         {"sweeps", forecast->sweeps},
+        {"expert_routing", a.routing_profile.empty() ? "uniform" : "routing profile"},
         {"min_memory_bytes", forecast->min_memory_bytes},
         {"passes", p.passes},
         {"rows", p.rows},
@@ -261,15 +261,21 @@ std::string plan_job_text(const PlanJobArgs& a, const JobPlanReport& r) {
     out += printf_string("schedule            layer sweeps: %lld, the largest %d documents (%d rows); windows fill by rows\n",
                          static_cast<long long>(forecast->sweeps), forecast->window_documents,
                          forecast->window_rows);
+  if (forecast->prompt_sweep_rows > 0)
+    out += printf_string("schedule            prompts in %lld layer sweeps (windows of up to %lld rows), "
+                         "decoded in passes\n",
+                         static_cast<long long>(forecast->sweeps),
+                         static_cast<long long>(forecast->prompt_sweep_rows));
   out += printf_string("tokens              %lld prompt, %lld decoded\n",
               static_cast<long long>(prompt_rows + work->shared_prefix_rows),
               static_cast<long long>(decode_rows));
   out += printf_string("passes              %lld (%lld rows)\n", static_cast<long long>(p.passes),
               static_cast<long long>(p.rows));
-  out += printf_string("reads               %s (%s per %s) at %.2f GB/s: %s\n",
+  out += printf_string("reads               %s (%s per %s) at %.2f GB/s: %s%s\n",
               format_bytes(static_cast<uint64_t>(p.disk_bytes)).c_str(),
               format_bytes(static_cast<uint64_t>(per_item_bytes)).c_str(), unit, bandwidth,
-              hours(p.io_seconds).c_str());
+              hours(p.io_seconds).c_str(),
+              a.routing_profile.empty() ? "" : " (experts as the routing profile chose them)");
   if (p.boundary_bytes > 0)
     out += printf_string("boundaries          %s written (layer boundaries saved every %s of a sweep): %s\n",
                          format_bytes(static_cast<uint64_t>(p.boundary_bytes)).c_str(),

@@ -31,6 +31,7 @@ struct PlanJobArgs {
   int io_threads = 0;     // 0: run's default
   int threads = 0;        // compute threads for the kernel probe, as run's --threads; 0: calibrated
   Schedule schedule = Schedule::kAuto;  // a classify job's, as run's --schedule
+  std::string routing_profile;  // --routing-profile: measured routing instead of uniform
   bool json = false;
 };
 

@@ -309,7 +309,26 @@ Result<ItemRun::Step> ItemRun::catch_up() {
     return step;
   };
   const int64_t pos = session_->position();
-  if (pos < p) {
+  if (pos == 0 && p > 0 && p <= env_.options.prompt_sweep_rows) {
+    // The whole prompt in the group's next prompt sweep (one read of the weights for the
+    // prompts of the items starting together).
+    const SequenceUsage before = session_->usage();
+    const auto t0 = Clock::now();
+    const Status st = session_->sweep_prompt(prompt_, claim_.job.id, item_.id);
+    prefill_s_ += seconds_since(t0);
+    if (!st.ok()) {
+      error = FeedError{st.message(), st.code() == StatusCode::kNonFinite};
+      return ended(Step::kEngineError);
+    }
+    add_usage(before, session_->usage(), /*decode=*/false, usage_);
+    fed_prompt_ = p;
+    env_.progress.feeding("prompt", p, p);
+    if (m > 0) {
+      NJ_ASSIGN_OR_RETURN(Step between, between_chunks());
+      if (between != Step::kOk) return ended(between);
+    }
+  }
+  if (session_->position() < p) {
     const int64_t fed_before = fed_prompt_;
     NJ_ASSIGN_OR_RETURN(
         Step step, feed_chunks(chunked("prompt", pos),

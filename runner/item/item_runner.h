@@ -68,6 +68,10 @@ struct ItemRunOptions {
   // once for the whole window. Off: token-major passes (prefill chunks, then the label
   // trie's decode steps). `run --schedule` decides it per job (scheduler.h).
   bool sweep = false;
+  // A generate item's prompt of at most this many tokens goes through a layer sweep, with the
+  // prompts of the items that start beside it, before the passes decode it (run --schedule
+  // sweep under a budget; PassGroup::sweep_prompts). 0: prompts are fed in passes.
+  int64_t prompt_sweep_rows = 0;
 };
 
 enum class ItemOutcome {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "engine/runtime/model_plan.h"
 #include "runner/durable/sweep_boundaries.h"
 
 namespace nj::runner {
@@ -20,6 +21,7 @@ struct PassGroup::Member {
   int64_t sweep_job = 0;           // the job and item of its part
   int64_t sweep_item = 0;
   std::span<const int32_t> sweep_after;  // the job's prefix its part's roots continue
+  bool prompt = false;             // its part keeps final states: a generate item's prompt
   int window = 0;                  // the parts its sweep carried
   uint64_t order = 0;
   Status result;
@@ -73,6 +75,13 @@ Status ItemSession::sweep(std::span<SweepSequence> part, int64_t job_id, int64_t
   for (SweepSequence& s : part)
     if (!s.usage) s.usage = &usage_;
   return group_.take_sweep(part, job_id, item_id, after, &last_window_);
+}
+
+Status ItemSession::sweep_prompt(std::span<const int32_t> ids, int64_t job_id, int64_t item_id) {
+  SweepSequence s{ids, nullptr, -1, LogitsWanted::kLast};
+  s.final_state = &state_;  // every layer, replaced
+  s.usage = &usage_;
+  return group_.take_sweep(std::span<SweepSequence>(&s, 1), job_id, item_id, {}, &last_window_);
 }
 
 Status ItemSession::skip_pass() {
@@ -132,6 +141,8 @@ Status PassGroup::take_sweep(std::span<SweepSequence> part, int64_t job_id, int6
   self->sweep_job = job_id;
   self->sweep_item = item_id;
   self->sweep_after = after;
+  self->prompt = std::any_of(part.begin(), part.end(),
+                             [](const SweepSequence& q) { return q.final_state != nullptr; });
   self->order = waiting_order_++;
   self->state = Member::State::kWaiting;
   scheduler_cv_.notify_all();
@@ -168,8 +179,11 @@ void PassGroup::run_sweep(std::vector<Member*> members) {
     }
   }
   Sweep sweep(forward_.config(), forward_.weights(), SweepOptions{sweep_chunk_rows_});
-  std::unique_ptr<SweepBoundaries> boundaries;  // with a home: saved layer boundaries
-  if (keeping_)
+  // With a home: saved layer boundaries. Not for prompts, whose final states a sweep resumed at
+  // a layer would not have (a crash redoes the window's prompts; each item checkpoints after).
+  const bool prompts = std::any_of(members.begin(), members.end(), [](const Member* m) { return m->prompt; });
+  std::unique_ptr<SweepBoundaries> boundaries;
+  if (keeping_ && !prompts)
     boundaries = std::make_unique<SweepBoundaries>(*Env::posix(), *keeping_, members.front()->sweep_job,
                                                    SweepBoundaries::window_key(window));
   const Status st = sweep.run(window, boundaries.get());
@@ -251,10 +265,10 @@ void PassGroup::run_pass() {
     }
   }
   skippers_looked_ = false;
-  std::vector<Member*> sweeping;
+  std::vector<Member*> sweeping, prompts;
   for (Member* m : waiting) {
     if (!m->sweep.empty()) {
-      sweeping.push_back(m);  // waits for the pass steps first
+      (m->prompt ? prompts : sweeping).push_back(m);  // a document waits for the pass steps first
       continue;
     }
     const int n = static_cast<int>(m->step.ids.size());
@@ -271,6 +285,22 @@ void PassGroup::run_pass() {
     m->result = Status();
     m->state = Member::State::kWoken;
     m->cv.notify_all();
+  }
+  // Prompts waiting to be swept go before the pass (its members wait one sweep): a window of
+  // the oldest, as many as fit its rows and kPromptSweepSequences (the first always).
+  if (!prompts.empty()) {
+    std::vector<Member*> window;
+    int64_t window_rows = 0;
+    for (Member* m : prompts) {
+      const int64_t n = static_cast<int64_t>(m->sweep.front().ids.size());
+      if (!window.empty() && (window_rows + n > prompt_sweep_rows_ ||
+                              static_cast<int>(window.size()) >= kPromptSweepSequences))
+        break;
+      window.push_back(m);
+      window_rows += n;
+    }
+    run_sweep(window);
+    return;
   }
   // A sweep once no member has a pass step to take (its prefix prefilled, say): the window is
   // every member waiting with a part.

@@ -94,6 +94,10 @@ class ItemSession {
   // when the run is ending.
   Status sweep(std::span<SweepSequence> part, int64_t job_id, int64_t item_id,
                std::span<const int32_t> after = {});
+  // A generate item's prompt (the state's first tokens) through the group's next prompt
+  // sweep, before its next pass (PassGroup::sweep_prompts): the state becomes the one after
+  // `ids`, as feed(ids) would leave it, bit for bit. Errors as sweep().
+  Status sweep_prompt(std::span<const int32_t> ids, int64_t job_id, int64_t item_id);
   // The documents (parts) the last sweep carried: this item's window.
   int last_sweep_window() const { return last_window_; }
   // This item's share of the passes it took part in (by its rows; batch.h).
@@ -162,6 +166,10 @@ class PassGroup {
   // Sweeps save their layer boundaries in the home and resume from them (sweep_boundaries.h).
   // Scheduler's side, before members start.
   void keep_sweep_boundaries(SweepKeeping keeping) { keeping_ = std::move(keeping); }
+  // Prompts (ItemSession::sweep_prompt) are swept in windows of at most `rows` rows and
+  // kPromptSweepSequences prompts (engine/runtime/model_plan.h), the oldest first, before the
+  // next pass. Scheduler's side, before members start.
+  void sweep_prompts(int64_t rows) { prompt_sweep_rows_ = rows; }
 
  private:
   // Runs one sweep over the members waiting with a part, and wakes them.
@@ -178,6 +186,7 @@ class PassGroup {
   bool skippers_looked_ = false;  // the skipping members looked again since the last pass
   PassTotals totals_;
   std::optional<SweepKeeping> keeping_;
+  int64_t prompt_sweep_rows_ = 0;
 };
 
 }  // namespace nj::runner

@@ -109,7 +109,8 @@ class ModelCache {
   // `*permanent` says whether another attempt would fail the same way: the job's settings or
   // its plan (a budget below the minimum) are, a model that cannot be opened is not (a disk
   // not mounted yet, a model being copied).
-  Result<Model*> get(const JobRow& job, int64_t context, int64_t items, bool* permanent) {
+  Result<Model*> get(const JobRow& job, int64_t context, int64_t items, int64_t longest_prompt,
+                     bool* permanent) {
     *permanent = false;
     if (holds(job, context)) return model_.get();
     *permanent = true;
@@ -137,6 +138,9 @@ class ModelCache {
     request.prefill_chunk = options_.prefill_chunk;
     request.io_threads = options_.io_threads;
     if (memory == 0) request.free_memory_bytes = free_memory_bytes();
+    // A generation's prompts go through layer sweeps unless --schedule passes (plan_model
+    // keeps them in passes when the weights do not stream or the window does not fit).
+    if (!classify && options_.schedule != Schedule::kPasses) request.prompt_sweep_rows = longest_prompt;
     *permanent = true;  // the plan depends on nothing but the job and the model's headers
     NJ_ASSIGN_OR_RETURN(ModelPlan plan, plan_model(*headers.layout, request));
     sweep_ = false;
@@ -160,6 +164,7 @@ class ModelCache {
     StreamingOptions streaming;
     streaming.io_threads = options_.io_threads;
     NJ_ASSIGN_OR_RETURN(model_, Model::open(job.model_dir, std::move(headers), plan, memory, streaming));
+    load_bytes_ += weight_bytes_read(model_->weights().stats());
     const ResidencyPlan& residency = model_->plan();
     speculation_ = BatchSpeculation{residency.draft_tokens, plan.pass_cost};
     spec_text_ = stored_speculative_text(job);
@@ -195,12 +200,14 @@ class ModelCache {
     return SweepWindowFill(model_->config(), window_.work, window_.bytes, batch_);
   }
   const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
+  // Weight bytes the models this run opened read as they opened (not in any pass's reads).
+  uint64_t load_bytes() const { return load_bytes_; }
   int batch() const { return batch_; }
   int64_t context() const { return context_; }
   bool holds(const JobRow& job, int64_t context) const {
     return model_ && dir_ == job.model_dir && memory_ == job.memory_bytes.value_or(0) &&
            context_ >= context && classify_ == is_classify(job) &&
-           spec_text_ == stored_speculative_text(job);
+           spec_text_ == stored_speculative_text(job) && (!sweep_ || window_.job_id == job.id);
   }
   // What the plan allows speculation (the jobs of a batch share its `speculative:`).
   const BatchSpeculation& speculation() const { return speculation_; }
@@ -236,7 +243,7 @@ class ModelCache {
     plan.batch = sweep->max_documents;
     plan.requested_batch = options_.batch;
     plan.max_batch = sweep->max_documents;
-    window_ = SweepWindow{work, sweep->window.window_bytes};
+    window_ = SweepWindow{work, sweep->window.window_bytes, job.id};
     plan.pass_cost = pass_cost(layout, plan.residency);
     return std::optional<ModelPlan>(std::move(plan));
   }
@@ -246,6 +253,7 @@ class ModelCache {
   std::optional<Tokenizer> tokenizer_;
   std::string dir_;
   uint64_t memory_ = 0;
+  uint64_t load_bytes_ = 0;  // read by the models opened, as they opened (pinned and held units)
   int64_t context_ = 0;
   bool classify_ = false;  // planned for a classification (windows, last logits only)
   int batch_ = 1;
@@ -253,6 +261,7 @@ class ModelCache {
   struct SweepWindow {
     SweepWork work;        // what each document brings
     uint64_t bytes = 0;    // what a window may take (SweepWindowPlan::window_bytes)
+    int64_t job_id = 0;    // the job whose documents they are (a window holds one job's)
   } window_;               // sweeps: how their windows fill
   std::string spec_text_;  // the `speculative:` of the jobs it was planned for
   BatchSpeculation speculation_;
@@ -435,6 +444,7 @@ class QueueRun {
             held_.front().claim.job.model_dir, held_.front().claim.job.memory_bytes.value_or(0),
             models_.context(), held_.front().claim.job.kind, models_.speculative_text()};
       filter.max_prompt_tokens = window_room();
+      if (filter.max_prompt_tokens) filter.job_id = held_.front().claim.job.id;
       std::vector<Reclaimed> reclaimed;
       NJ_ASSIGN_OR_RETURN(std::optional<Claim> claim,
                           store_.claim_next(owner_, options_.lease_s, alive_, filter, &reclaimed));
@@ -535,8 +545,10 @@ class QueueRun {
   Next open_batch(const Claim& claim, int64_t context) {
     auto jobs = store_.list_jobs();
     bool permanent = false;
+    Result<int64_t> longest = store_.longest_prompt(claim.job.id);
+    if (!longest.ok()) return fail_open(claim, longest.status(), false);
     auto model = jobs.ok() ? models_.get(claim.job, context, items_for_batch(*jobs, claim.job),
-                                         &permanent)
+                                         *longest, &permanent)
                            : Result<Model*>(jobs.status());
     if (!model.ok()) return fail_open(claim, model.status(), permanent);
     // The activations of the plan (with drafts, a pass holds 1 + draft_tokens rows of every
@@ -547,6 +559,8 @@ class QueueRun {
                                          plan.forward_options());
     group_ = std::make_unique<PassGroup>(*forward_, plan.activation_shape().rows);
     item_options_.sweep = models_.sweep();
+    item_options_.prompt_sweep_rows = plan.prompt_sweep_rows;
+    group_->sweep_prompts(plan.prompt_sweep_rows);
     group_->keep_sweep_boundaries(SweepKeeping{home_.dir, batch_model_->fingerprint(),
                                                item_options_.checkpoint_interval_s,
                                                [this] { return stop_.reason().has_value(); }});
@@ -702,8 +716,10 @@ class QueueRun {
                        {"failed", summary.failed},
                        {"tokens", summary.tokens},
                        {"passes", t.passes},
+                       {"sweeps", t.sweeps},
                        {"rows", t.rows},
                        {"bytes_read", static_cast<uint64_t>(std::llround(t.bytes_read))},
+                       {"load_bytes", models_.load_bytes()},
                        {"compute_s", t.compute_s},
                        {"io_wait_s", t.wait_s},
                        {"max_batch", t.max_sequences},

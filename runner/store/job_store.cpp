@@ -444,6 +444,15 @@ Result<JobRow> JobStore::find_job(const std::string& id_or_name) {
   return found.front();
 }
 
+Result<int64_t> JobStore::longest_prompt(int64_t job_id) {
+  // prompt_ids holds 4 bytes a token (ids_to_blob).
+  NJ_ASSIGN_OR_RETURN(
+      Stmt s, db_->prepare("SELECT coalesce(max(length(prompt_ids)), 0) / 4 FROM items WHERE job_id = ?"));
+  s.bind(1, job_id);
+  NJ_ASSIGN_OR_RETURN(bool row, s.step());
+  return row ? s.int64(0) : int64_t{0};
+}
+
 Result<std::vector<ItemRow>> JobStore::items(int64_t job_id) {
   NJ_ASSIGN_OR_RETURN(Stmt s, db_->prepare(std::string("SELECT ") + kItemColumns +
                                            " FROM items i WHERE i.job_id = ? ORDER BY i.seq"));

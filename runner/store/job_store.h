@@ -214,6 +214,9 @@ struct ClaimFilter {
   // Only items whose prompt has at most this many tokens (a layer sweep's window fills by
   // its documents' rows, engine/plan/sweep_plan.h SweepWindowFill).
   std::optional<int64_t> max_prompt_tokens;
+  // Only items of this job: a layer sweep's window holds one job's documents, because its
+  // room counts each document with that job's label branches and template prefix.
+  std::optional<int64_t> job_id;
 };
 
 // What `run` receives with a claimed item: everything it needs to resume.
@@ -314,6 +317,8 @@ class JobStore {
   Result<JobRow> find_job(const std::string& id_or_name);
   // Items in spec order.
   Result<std::vector<ItemRow>> items(int64_t job_id);
+  // The most prompt tokens one of the job's items has (0 for a job without items).
+  Result<int64_t> longest_prompt(int64_t job_id);
   Result<std::vector<int32_t>> tokens(int64_t item_id);
   // The log-probabilities stored with the item's tokens, in output order. Corruption naming
   // the position when a token has none or an unreadable one.

@@ -151,6 +151,7 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
                         : "") +
           // prompt_ids holds 4 bytes a token (ids_to_blob).
           (filter.max_prompt_tokens ? "AND length(i.prompt_ids) <= 4 * ? " : "") +
+          (filter.job_id ? "AND i.job_id = ? " : "") +
           "ORDER BY j.priority DESC, j.id, i.seq LIMIT 1"));
   pick.bind(1, now);
   if (filter.model)
@@ -159,7 +160,9 @@ Result<std::optional<Claim>> JobStore::claim_next(const std::string& owner, doub
         .bind(4, filter.model->max_context)
         .bind(5, filter.model->kind)
         .bind(6, filter.model->speculative);
-  if (filter.max_prompt_tokens) pick.bind(filter.model ? 7 : 2, *filter.max_prompt_tokens);
+  int next = filter.model ? 7 : 2;
+  if (filter.max_prompt_tokens) pick.bind(next++, *filter.max_prompt_tokens);
+  if (filter.job_id) pick.bind(next, *filter.job_id);
   NJ_ASSIGN_OR_RETURN(bool found, pick.step());
   if (!found) {
     NJ_RETURN_IF_ERROR(txn->commit());

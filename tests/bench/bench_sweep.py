@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Issue 32's benchmark: a classify job's documents through layer sweeps (`run --schedule sweep`)
 against token-major windows (`--schedule passes`) and one document at a time (`--batch 1`), cold
-cache, on one model and budget, beside `plan SPEC`'s prediction of each. Prints, per schedule:
+cache, on one model and budget, beside `plan SPEC`'s prediction of each. With `--kind generate`,
+a generate job of the same texts as prompts (`--max-tokens` each): `--schedule sweep` sweeps the
+prompts of the items that start together, `passes` feeds them in passes. Prints, per schedule:
 wall seconds, bytes read for the job (and as a multiple of the model's size), bytes per document,
 documents per hour, compute seconds per row, and the plan's predicted bytes and seconds; and
 checks that every schedule gives the same labels, probabilities, margins and output_ids."""
@@ -51,6 +53,8 @@ def main():
     ap.add_argument("--schedules", default="sweep,passes,one", help="of sweep, passes, one (--batch 1)")
     ap.add_argument("--disk-seconds", type=float, default=20)
     ap.add_argument("--work", default=None)
+    ap.add_argument("--kind", default="classify", choices=("classify", "generate"))
+    ap.add_argument("--max-tokens", type=int, default=64, help="--kind generate: tokens per item")
     a = ap.parse_args()
     a.model = os.path.abspath(a.model)  # the spec is read relative to its own directory
     work = a.work or bn.tempfile.mkdtemp(prefix="sweep-bench-")
@@ -58,11 +62,21 @@ def main():
     short = bn.documents(a.docs, max(1, a.doc_tokens - 50), a.bin, a.model)
     long = bn.documents(a.docs, a.doc_tokens + 50, a.bin, a.model)
     docs = [short[i] if i % 2 else long[i] for i in range(a.docs)]  # 100-200 tokens
-    spec = bn.write_classify(work, a.model, a.memory, docs)
+    if a.kind == "classify":
+        spec = bn.write_classify(work, a.model, a.memory, docs)
+    else:
+        spec = os.path.join(work, "generate.yaml")
+        with open(spec, "w") as f:
+            f.write("name: night-generate\nmodel: %s\nkind: generate\nmemory: %s\nspeculative: off\n"
+                    % (a.model, a.memory))
+            f.write("defaults: {max_tokens: %d, ignore_eos: true}\nitems:\n" % a.max_tokens)
+            for i, d in enumerate(docs):
+                f.write("  - {id: g%03d, prompt: %s}\n" % (i, json.dumps(d)))
     size = model_bytes(a.model)
     probe = bn.disk_probe(os.path.dirname(os.path.dirname(a.bin)), a.model)
-    print("model %.2f GB, %d documents, budget %s, disk probe %.2f GB/s (cold O_DIRECT)" %
-          (size / 1e9, a.docs, a.memory, probe))
+    print("model %.2f GB, %d %s, budget %s, disk probe %.2f GB/s (cold O_DIRECT)" %
+          (size / 1e9, a.docs, "documents" if a.kind == "classify" else
+           "prompts (%d tokens each generated)" % a.max_tokens, a.memory, probe))
     flags = {"sweep": ["--schedule", "sweep"], "passes": ["--schedule", "passes"], "one": ["--batch", "1"]}
     rows = {}
     answers = {}

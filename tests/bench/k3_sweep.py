@@ -4,10 +4,15 @@ classify job of a few short documents on the K3 layout (sparse files: every weig
 zero, so every token routes to the same experts; shapes, offsets and sizes are the real
 ones) at a memory budget, run with `--schedule sweep` and (unless --no-baseline) token-major
 with `--batch 1`: peak RSS of each run against the budget, bytes read against `plan SPEC`'s
-prediction, compute seconds per row, and the answers of the two runs compared."""
+prediction, compute seconds per row, and the answers of the two runs compared.
+
+`plan` prices uniform routing unless given the routing measured on the model: so the sweep's
+bytes are compared with `plan SPEC --routing-profile` on a profile that `generate
+--save-routing-profile` records on the same layout (a document's prompt and one token)."""
 import argparse
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -33,7 +38,9 @@ def run(binary, home, spec, flags):
     out = subprocess.run([binary, "results", "1", "--home", home, "--format", "jsonl"], check=True,
                          capture_output=True, text=True).stdout
     results = sorted((json.loads(line) for line in out.splitlines() if line.strip()), key=lambda r: r["custom_id"])
-    return {"wall": wall, "rss": usage.ru_maxrss * 1024, "results": results}
+    with sqlite3.connect(os.path.join(home, "nightjar.db")) as db:
+        (ended,) = db.execute("SELECT detail FROM events WHERE kind = 'run_ended'").fetchone()
+    return {"wall": wall, "rss": usage.ru_maxrss * 1024, "results": results, "ended": json.loads(ended)}
 
 
 def main():
@@ -50,25 +57,43 @@ def main():
     os.makedirs(work, exist_ok=True)
     docs = bn.documents(a.docs, a.doc_tokens, a.bin, a.model)
     spec = bn.write_classify(work, os.path.abspath(a.model), a.memory, docs)
-    plan = json.loads(subprocess.run([a.bin, "plan", spec, "--schedule", "sweep", "--output", "json"],
-                                     check=True, capture_output=True, text=True).stdout)
+    profile = os.path.join(work, "routing-profile.json")
+    t0 = time.monotonic()
+    subprocess.run([a.bin, "generate", "--model", a.model, "--memory", a.memory, "--prompt", docs[0],
+                    "--max-tokens", "1", "--save-routing-profile", profile],
+                   check=True, capture_output=True)
+    print("routing profile recorded by generate in %.1f s" % (time.monotonic() - t0), flush=True)
+
+    def planned(*flags):
+        return json.loads(subprocess.run([a.bin, "plan", spec, "--schedule", "sweep", "--output", "json", *flags],
+                                         check=True, capture_output=True, text=True).stdout)
+    uniform = planned()
+    plan = planned("--routing-profile", profile)
     budget = plan["memory_bytes"]
-    print("plan: window of %s documents (%s rows), %d sweep(s), minimum %.2f GiB, predicted %.1f GB read"
+    print("plan: window of %s documents (%s rows), %d sweep(s), minimum %.2f GiB, predicted %.1f GB read "
+          "(uniform routing: %.1f GB)"
           % (plan["window_documents"], plan["window_rows"], plan["sweeps"], plan["min_memory_bytes"] / 2**30,
-             plan["predicted_bytes"] / 1e9), flush=True)
+             plan["predicted_bytes"] / 1e9, uniform["predicted_bytes"] / 1e9), flush=True)
     runs = {"sweep": run(a.bin, os.path.join(work, "home-sweep"), spec, ["--schedule", "sweep"])}
     if not a.no_baseline:
         runs["batch 1"] = run(a.bin, os.path.join(work, "home-one"), spec, ["--batch", "1", "--schedule", "passes"])
     for name, r in runs.items():
         engine = [x["engine"] for x in r["results"]]
-        read = sum(e["bytes_read"] for e in engine)
+        # The whole run's reads: its passes' (which the items' shares add up to) and the model's
+        # opening (pinned units), as `plan` counts them.
+        read = r["ended"]["bytes_read"] + r["ended"]["load_bytes"]
         rows = sum(e.get("tokens_fed", 0) for e in engine)
         compute = sum(e.get("compute_s", 0) for e in engine)
-        print("%-8s wall %7.1f s  peak RSS %.2f GiB (%.3fx the budget)  read %.1f GB%s  compute %.2f s per row"
-              " (%d rows)  window %s" % (
+        # Per document row (the items' tokens), and per row computed: a sweep also computes the
+        # template prefix in its window, which `--batch 1` restores from its checkpoint.
+        ended = r["ended"]
+        print("%-8s wall %7.1f s  peak RSS %.2f GiB (%.3fx the budget)  read %.1f GB%s  compute %.2f s per"
+              " document row (%d rows), %.2f s per row computed (%d rows)  window %s" % (
                   name, r["wall"], r["rss"] / 2**30, r["rss"] / budget, read / 1e9,
-                  " (%.3fx the plan)" % (read / plan["predicted_bytes"]) if name == "sweep" else "",
-                  compute / max(1, rows), rows, sorted({e.get("window") for e in engine})), flush=True)
+                  " (%.4fx the plan with the recorded routing)" % (read / plan["predicted_bytes"])
+                  if name == "sweep" else "",
+                  compute / max(1, rows), rows, ended["compute_s"] / max(1, ended["rows"]), ended["rows"],
+                  sorted({e.get("window") for e in engine})), flush=True)
     if "batch 1" in runs:
         def answer(r):
             return (r["custom_id"], r["details"]["label"], r["details"]["probabilities"], r["output_ids"])

@@ -153,6 +153,127 @@ class Sweep(unittest.TestCase):
                                   "--schedule", "passes", "--threads", "2")
         self.assertEqual({r["status"] for r in results}, {"done"})
 
+    def test_a_window_holds_one_jobs_documents(self):
+        """Two classify jobs of one model and budget: each window holds one job's documents
+        (its room counts each document with its job's label branches and prefix), and the
+        answers are the ones each job gets alone."""
+        # b's documents and labels are shorter than a's, so its items fit a's plan's context.
+        a = self.spec("Classify: {document}\nLabel:", name="a", docs=DOCS[4:])
+        b_labels = ["refund", "crash", "idea"]
+        b = self.spec("{document}\nTopic:", name="b", docs=DOCS[:4])
+        with open(b) as f:
+            text = f.read().replace(json.dumps(LABELS), json.dumps(b_labels))
+        with open(b, "w") as f:
+            f.write(text)
+        nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home-both"))
+        ja, jb = nj.submit(a), nj.submit(b)
+        p = nj.run("run", *RUN, "--drain", "--schedule", "sweep", "--threads", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        together = {job: nj.results(job) for job in (ja, jb)}
+        self.assertEqual([r["engine"]["window"] for r in together[ja]], [2, 2])
+        self.assertEqual([r["engine"]["window"] for r in together[jb]], [4] * 4)
+        for spec, job in ((a, ja), (b, jb)):
+            _, alone = self.run_job(spec, f"alone-{job}", "--batch", "1", "--threads", "2")
+            self.assertEqual([answer(r) for r in together[job]], [answer(r) for r in alone])
+
+    def test_a_routing_profile_prices_the_experts_each_window_reads(self):
+        """`plan SPEC --routing-profile FILE`: a window's distinct experts follow the rows'
+        recorded choices instead of uniform routing. A profile `generate` recorded is read; one
+        whose rows chose evenly predicts uniform routing's bytes, one whose rows all chose the
+        same experts fewer; a profile of another model is refused, naming the file."""
+        template = "Ticket: {document}\nLabel:"
+        spec = self.spec(template, self.minimum(self.spec(template), "2"))
+        recorded = os.path.join(self.dir, "recorded.json")
+        p = subprocess.run([ARGS.bin, "generate", "--model", MODEL, "--prompt", " ".join(DOCS),
+                            "--max-tokens", "2", "--save-routing-profile", recorded],
+                           capture_output=True)  # the demo model's tokens need not be UTF-8
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        with open(recorded) as f:
+            profile = json.load(f)
+        self.assertEqual(profile["version"], 2)
+        layer = profile["layers"][0]
+        experts = len(layer["chosen"])
+        top_k = sum(layer["chosen"]) // layer["rows"]
+        self.assertGreater(experts, 2 * top_k)
+
+        def profile_file(name, chosen):
+            layers = [{"layer": l["layer"], "requests": 0, "first_use": 0, "distances": [],
+                       "rows": experts, "chosen": chosen} for l in profile["layers"]]
+            path = os.path.join(self.dir, name)
+            with open(path, "w") as f:
+                json.dump({**profile, "layers": layers}, f)
+            return path
+
+        def planned(*flags):
+            p = subprocess.run([ARGS.bin, "plan", spec, "--schedule", "sweep", "--threads", "2",
+                                "--output", "json", *flags], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return json.loads(p.stdout)
+
+        uniform = planned()
+        self.assertEqual(uniform["expert_routing"], "uniform")
+        self.assertEqual(planned("--routing-profile", recorded)["expert_routing"], "routing profile")
+        even = planned("--routing-profile", profile_file("even.json", [top_k] * experts))
+        self.assertAlmostEqual(even["predicted_bytes"] / uniform["predicted_bytes"], 1, places=9)
+        same = planned("--routing-profile",
+                       profile_file("same.json", [experts] * top_k + [0] * (experts - top_k)))
+        self.assertLess(same["predicted_bytes"], uniform["predicted_bytes"])
+        self.assertEqual(same["sweeps"], uniform["sweeps"])
+        other = profile_file("other.json", [top_k] * experts)
+        with open(other) as f:
+            text = f.read().replace(profile["model_fingerprint"], "0123456789abcdef")
+        with open(other, "w") as f:
+            f.write(text)
+        p = subprocess.run([ARGS.bin, "plan", spec, "--routing-profile", other], capture_output=True,
+                           text=True)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("other.json", p.stderr)
+        self.assertIn("another model", p.stderr)
+
+    def generate_spec(self, memory=None):
+        """A generation of prompts of different lengths (one item decodes a single token)."""
+        items = [{"id": f"g{k}", "prompt": " ".join(DOCS[k % len(DOCS)].split()[: 4 + 5 * k]),
+                  "max_tokens": 1 + (k * 3) % 7} for k in range(7)]
+        lines = ["name: gen", f"model: {json.dumps(MODEL)}", "kind: generate"]
+        if memory:
+            lines.append(f"memory: {memory}B")
+        lines += ["items:"] + [f"  - {json.dumps(it)}" for it in items]
+        path = os.path.join(self.dir, f"gen-{memory or 'resident'}.yaml")
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
+
+    def test_generate_prompts_in_sweeps_are_the_same_tokens_and_the_planned_sweeps(self):
+        """Under a budget whose weights stream (run --schedule auto or sweep), the prompts of the
+        items that start together go through layer sweeps, then decode in passes. Output tokens are those of --batch 1 in
+        passes; run makes the passes and sweeps `plan --schedule sweep` predicts."""
+        p = subprocess.run([ARGS.bin, "plan", self.generate_spec(), "--schedule", "sweep", "--threads", "2",
+                            "--output", "json"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["schedule"], "passes", "resident: prompts are not swept")
+        # Budgets of two and two and a half times the model's least for one item: the weights stream (a
+        # budget that holds them all reads nothing less with a sweep), and the window fits.
+        minimum = json.loads(subprocess.run([ARGS.bin, "plan", "--model", MODEL, "--memory", "1KiB", "--output",
+                                             "json"], capture_output=True, text=True).stdout)["min_memory_bytes"]
+        base = self.run_job(self.generate_spec(), "one", "--batch", "1", "--threads", "2")[1]
+        outputs = [(r["custom_id"], r["output_ids"]) for r in base]
+        for factor, threads, schedule in ((2, "1", "sweep"), (2.5, "2", "auto")):
+            spec = self.generate_spec(int(factor * minimum))
+            with self.subTest(memory=int(factor * minimum), threads=threads, schedule=schedule):
+                p = subprocess.run([ARGS.bin, "plan", spec, "--schedule", schedule, "--threads", threads,
+                                    "--output", "json"], capture_output=True, text=True)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                plan = json.loads(p.stdout)
+                self.assertEqual(plan["schedule"], "sweep")
+                nj, results = self.run_job(spec, f"gen-{factor}", "--schedule", schedule, "--threads", threads)
+                self.assertEqual([(r["custom_id"], r["output_ids"]) for r in results], outputs)
+                (ended,) = [d for _, _, d in nj.events("run_ended")]
+                self.assertGreater(ended["sweeps"], 0)
+                self.assertEqual((ended["passes"], ended["sweeps"]), (plan["passes"], plan["sweeps"]))
+                _, passes = self.run_job(spec, f"gen-{factor}-passes", "--schedule", "passes",
+                                         "--threads", threads)
+                self.assertEqual([(r["custom_id"], r["output_ids"]) for r in passes], outputs)
+
     def test_an_unknown_schedule_is_refused(self):
         nj = njtest.Nightjar(ARGS.bin, os.path.join(self.dir, "home"))
         p = nj.run("run", "--drain", "--schedule", "layers")

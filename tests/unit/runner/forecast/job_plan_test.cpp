@@ -121,6 +121,90 @@ TEST_CASE("the pass cost model counts compute per row and reads per pass", "[job
   CHECK(p.seconds >= p.disk_bytes / 1e9);
 }
 
+// Every MoE layer of `profile` records `rows` rows, each choosing `per_row(row)`.
+template <typename PerRow>
+void record_rows(const ModelConfig& c, RoutingProfile& profile, int rows, PerRow per_row) {
+  for (int l = 0; l < c.layers; ++l) {
+    if (c.is_dense(l)) continue;
+    std::vector<int32_t> end(static_cast<size_t>(c.num_experts) + 1, 0);
+    for (int r = 0; r < rows; ++r)
+      for (int e : per_row(r)) end[static_cast<size_t>(e) + 1]++;
+    for (int e = 0; e < c.num_experts; ++e) end[static_cast<size_t>(e) + 1] += end[static_cast<size_t>(e)];
+    profile.record_choices(l, end.data(), rows);
+  }
+}
+
+TEST_CASE("a routing profile's recorded choices decide a pass's distinct experts", "[job-plan]") {
+  const testing::LoadedLayout f = tiny_mxfp4();
+  const KernelRates rates = flat_rates();
+  const ModelConfig& c = f.layout.config();
+  const int E = c.num_experts, k = c.top_k;
+  REQUIRE(E >= 2 * k);
+  const ResidencyPlan resident = plan_at(f.layout, 0, 1);
+  const ResidencyPlan minimum = plan_at(f.layout, resident.min_memory_bytes, 1);
+  const PassCostModel uniform(f.layout, minimum, rates, 1.0);
+
+  // Every row chose the same k experts (as the sparse K3 layout's zeros route): a pass of any
+  // rows needs those k, and reads no more experts than a pass of one row.
+  RoutingProfile same(c.layers, E);
+  record_rows(c, same, 50, [&](int) {
+    std::vector<int> e(static_cast<size_t>(k));
+    for (int j = 0; j < k; ++j) e[static_cast<size_t>(j)] = j;
+    return e;
+  });
+  const PassCostModel concentrated(f.layout, minimum, rates, 1.0, &same);
+  CHECK_THAT(concentrated.distinct_experts(1), WithinRel(static_cast<double>(k), 1e-12));
+  CHECK_THAT(concentrated.distinct_experts(500), WithinRel(static_cast<double>(k), 1e-12));
+  CHECK(uniform.distinct_experts(500) > 2 * k);
+  const double embedding = static_cast<double>(f.layout.embedding_row_bytes());
+  CHECK_THAT(concentrated.predict(PassShape{500, 1, 500}).disk_bytes - 499 * embedding,
+             WithinRel(concentrated.predict(PassShape{1, 1, 1}).disk_bytes, 1e-9));
+
+  // Rows spread evenly over the experts (each chosen by k/E of them): uniform routing's count.
+  RoutingProfile even(c.layers, E);
+  record_rows(c, even, E, [&](int r) {
+    std::vector<int> e;
+    for (int j = 0; j < k; ++j) e.push_back((r + j) % E);
+    return e;
+  });
+  const PassCostModel spread(f.layout, minimum, rates, 1.0, &even);
+  for (int rows : {1, 7, 64, 1000})
+    CHECK_THAT(spread.distinct_experts(rows), WithinRel(uniform.distinct_experts(rows), 1e-12));
+
+  // The residency plan's step takes it too.
+  PlanOptions o;
+  o.max_context = 256;
+  o.batch = 4;
+  o.routing = &same;
+  auto plan = plan_residency(f.layout, resident.min_memory_bytes * 2, o);
+  REQUIRE(plan.ok());
+  CHECK_THAT(plan->predicted_distinct_experts, WithinRel(static_cast<double>(k), 1e-12));
+  CHECK(plan->routing_profile_used);
+
+  // The choices survive the file; a version 1 profile (no choices) reads and predicts
+  // uniformly; counts no row could make are refused.
+  auto back = RoutingProfile::parse(same.to_json(42), "p.json", 42);
+  REQUIRE(back.ok());
+  int moe = 0;
+  while (c.is_dense(moe)) ++moe;
+  CHECK_THAT(back->expected_distinct(moe, 300), WithinRel(static_cast<double>(k), 1e-12));
+  auto v1 = RoutingProfile::parse(
+      R"({"format":"nightjar-routing-profile","version":1,"model_fingerprint":"000000000000002a",)"
+      R"("tokens":3,"layers":[{"layer":1,"requests":6,"first_use":2,"distances":[4]}]})",
+      "v1.json", 42);
+  REQUIRE(v1.ok());
+  CHECK(v1->expected_distinct(1, 10) == -1);
+  CHECK(v1->hit_rate(1, 1) == 4.0 / 6.0);
+  std::string bad = same.to_json(42);
+  const size_t rows_at = bad.find("\"rows\":50");
+  REQUIRE(rows_at != std::string::npos);
+  bad.replace(rows_at, 9, "\"rows\":10");
+  auto corrupt = RoutingProfile::parse(bad, "bad.json", 42);
+  REQUIRE_FALSE(corrupt.ok());
+  CHECK(corrupt.status().code() == StatusCode::kCorruption);
+  CHECK_THAT(corrupt.status().message(), Catch::Matchers::Contains("bad.json"));
+}
+
 // Rates that cost only one kind of element work, one nanosecond per element; products free.
 KernelRates only(double KernelRates::ElementRates::*rate, int threads) {
   KernelRates r;
