@@ -37,14 +37,15 @@ inline constexpr int kPackMinTokens = 8;
 inline constexpr size_t kPackPanelBytes = 8 << 10;
 inline constexpr int kPackMaxPanelRows = 8;
 inline constexpr size_t kPackBlockXBytes = 64 << 10;
+inline constexpr int kPackMxfp4PanelRows = 8;
 
 constexpr int kPackDenseRows = 4;
 
 // R MXFP4 rows' chunks against TT token rows, element by element in the canonical order.
 template <int R, int TT>
 inline void mxfp4_packed_tile(const uint8_t* const* rows, const uint8_t* const* scales, int c0,
-                              const float* x, size_t xs, int nc, float* acc, size_t acc_stride,
-                              bool first) {
+                              const float* x, size_t xs, size_t xc, int nc, float* acc,
+                              size_t acc_stride, bool first) {
   for (int k = 0; k < R; ++k)
     for (int t = 0; t < TT; ++t) {
       const uint8_t* row = rows[k] + 64 * static_cast<size_t>(c0);
@@ -52,13 +53,13 @@ inline void mxfp4_packed_tile(const uint8_t* const* rows, const uint8_t* const* 
       float* a = acc + acc_stride * static_cast<size_t>(k) + 16 * t;
       if (first) std::fill(a, a + 16, 0.0f);
       for (int c = 0; c < nc; ++c) {
-        const float* xc = x + xs * static_cast<size_t>(t) + 128 * static_cast<size_t>(c);
+        const float* xa = x + xs * static_cast<size_t>(t) + xc * static_cast<size_t>(c);
         for (int j = 0; j < 16; ++j) {
           const uint8_t* d = row + 64 * static_cast<size_t>(c) + 4 * j;
-          float t0 = kE2M1[d[0] & 15] * xc[j], t1 = kE2M1[d[0] >> 4] * xc[16 + j];
+          float t0 = kE2M1[d[0] & 15] * xa[j], t1 = kE2M1[d[0] >> 4] * xa[16 + j];
           for (int n = 2; n < 8; n += 2) {
-            t0 = std::fma(kE2M1[d[n / 2] & 15], xc[16 * n + j], t0);
-            t1 = std::fma(kE2M1[d[n / 2] >> 4], xc[16 * (n + 1) + j], t1);
+            t0 = std::fma(kE2M1[d[n / 2] & 15], xa[16 * n + j], t0);
+            t1 = std::fma(kE2M1[d[n / 2] >> 4], xa[16 * (n + 1) + j], t1);
           }
           a[j] = std::fma(t0 + t1, kMxfp4Factors[sc[4 * c + j / 4]], a[j]);
         }

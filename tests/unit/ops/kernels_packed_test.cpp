@@ -117,7 +117,8 @@ TEST_CASE("packed products cross blocks of token rows on every level", "[engine]
 TEST_CASE("threaded packed products give the reference bits with 1 and 2 threads on every level",
           "[engine][ops][packed]") {
   // ops::matmul arranges the activations, splits the rows over the threads (259 rows: the
-  // threads' ranges end inside panels and tiles) and reads and writes with wide strides.
+  // threads' ranges end inside panels and tiles; one thread crosses two 128-row MXFP4 panels
+  // of the SIMD levels) and reads and writes with wide strides.
   Rng rng(43);
   const int rows = 259;
   const SimdLevel before = active_simd_level();
