@@ -72,6 +72,11 @@ struct ModelRequest {
 // Prompts of a generation swept together, at most: a window holds this many prompts (and at
 // most ModelPlan::prompt_sweep_rows rows), each asking for its last row's logits.
 inline constexpr int kPromptSweepSequences = 8;
+// Whether a prompt of `next` rows joins a prompt window holding `prompts` prompts of `rows`
+// rows, of at most `window_rows` rows (the run's windows and the plan's replay both ask this).
+inline bool joins_prompt_window(int prompts, int64_t rows, int64_t next, int64_t window_rows) {
+  return prompts == 0 || (prompts < kPromptSweepSequences && rows + next <= window_rows);
+}
 
 // What a prompt window of `rows` rows and up to kPromptSweepSequences prompts holds: its
 // sweep's buffers (sweep_activation_bytes) and the layer states alive at once (their final

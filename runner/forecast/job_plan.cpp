@@ -134,12 +134,12 @@ JobPrediction predict_job(const JobWork& work, const JobPlanShape& shape,
         if (m.position == m.left.start_position && m.left.prompt_rows > 0 &&
             m.left.prompt_rows <= shape.prompt_sweep_rows)
           waiting.push_back(&m);
-      std::sort(waiting.begin(), waiting.end(), [](const Member* a, const Member* b) { return a->order < b->order; });
-      if (!waiting.empty()) {
+      if (!waiting.empty()) {  // members are in the order they joined
         PassShape sweep{0, 0, 0};
         size_t n = 0;
-        while (n < waiting.size() && n < static_cast<size_t>(kPromptSweepSequences) &&
-               (n == 0 || sweep.rows + waiting[n]->left.prompt_rows <= shape.prompt_sweep_rows)) {
+        while (n < waiting.size() && joins_prompt_window(static_cast<int>(n), sweep.rows,
+                                                         waiting[n]->left.prompt_rows,
+                                                         shape.prompt_sweep_rows)) {
           Member& m = *waiting[n];
           sweep.rows += static_cast<int>(m.left.prompt_rows);
           sweep.logits_rows += 1;

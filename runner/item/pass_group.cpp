@@ -298,9 +298,7 @@ void PassGroup::run_pass() {
     int64_t window_rows = 0;
     for (Member* m : prompts) {
       const int64_t n = static_cast<int64_t>(m->sweep.front().ids.size());
-      if (!window.empty() && (window_rows + n > prompt_sweep_rows_ ||
-                              static_cast<int>(window.size()) >= kPromptSweepSequences))
-        break;
+      if (!joins_prompt_window(static_cast<int>(window.size()), window_rows, n, prompt_sweep_rows_)) break;
       window.push_back(m);
       window_rows += n;
     }
