@@ -3,6 +3,8 @@
 
 #include <omp.h>
 
+#include "engine/ops/kernels.h"
+
 namespace nj {
 namespace {
 
@@ -16,11 +18,15 @@ size_t widest_matrix_input(const ModelConfig& c) {
 
 uint64_t kernel_scratch_bytes(const ModelConfig& c, int rows) {
   // The calling thread arranges a whole [rows][cols] input; inside per-head parallel
-  // regions each thread arranges one row of kv_lora_rank (MLA's value projection).
+  // regions each thread arranges one row of kv_lora_rank (MLA's value projection). Every
+  // thread may also hold a packed panel (products of many token rows).
   const size_t pad = 16;  // alignment slack of each arrangement
   const size_t main = static_cast<size_t>(rows) * widest_matrix_input(c) + pad;
   const size_t per_thread = static_cast<size_t>(c.kv_lora_rank) + pad;
-  return (main + static_cast<size_t>(omp_get_max_threads()) * per_thread) * sizeof(float);
+  const uint64_t threads = static_cast<uint64_t>(omp_get_max_threads());
+  const uint64_t packed =
+      ops::kernels().packed_scratch_bytes(static_cast<int>(widest_matrix_input(c)));
+  return (main + threads * per_thread) * sizeof(float) + threads * packed;
 }
 
 uint64_t activation_bytes(const ModelConfig& c, const ActivationShape& s) {

@@ -116,7 +116,8 @@ struct Activations {
   const ModelConfig* config_ = nullptr;  // of the last allocate(); must outlive this
 };
 
-// Floats of the kernels' thread-local arranged scratch for passes of `rows` rows.
+// Bytes of the kernels' thread-local scratch for passes of `rows` rows: the arranged input,
+// and each thread's packed panel (ops::KernelTable::packed_scratch_bytes).
 uint64_t kernel_scratch_bytes(const ModelConfig& c, int rows);
 
 // Bytes of activations a pass of shape `s` needs, including the kernels' scratch: the

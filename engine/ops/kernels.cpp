@@ -41,20 +41,27 @@ const KernelTable& kernels() {
   return kernel_table(active_simd_level());
 }
 
+namespace {
+
+struct FreeScratch {
+  void operator()(float* p) const { std::free(p); }
+};
+thread_local std::unique_ptr<float, FreeScratch> t_scratch;
+thread_local size_t t_scratch_floats = 0;
+
+}  // namespace
+
 float* scratch_floats(size_t floats) {
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<float, Free> storage;
-  thread_local size_t capacity = 0;
-  if (floats > capacity) {
+  if (floats > t_scratch_floats) {
     const size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
-    storage.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    NJ_CHECK_MSG(storage != nullptr, "out of memory for kernel scratch");
-    capacity = bytes / sizeof(float);
+    t_scratch.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    NJ_CHECK_MSG(t_scratch != nullptr, "out of memory for kernel scratch");
+    t_scratch_floats = bytes / sizeof(float);
   }
-  return storage.get();
+  return t_scratch.get();
 }
+
+size_t scratch_bytes() { return t_scratch_floats * sizeof(float); }
 
 namespace {
 

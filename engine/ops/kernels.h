@@ -57,9 +57,12 @@ struct KernelTable {
   // token rows go row by row, more by tiles (kernels_tiles.inc), many through packed panels
   // (kernels_packed.inc); the bits are the same. For BF16 and MXFP4, X must be arranged by
   // arrange_activations. Runs on the calling thread; uses up to ~70 KB of its stack and, for
-  // packed panels, the thread's scratch_floats (up to 448 KB).
+  // packed panels, the thread's scratch_floats (packed_scratch_bytes).
   void (*matmul_rows)(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys,
                       int r0, int r1);
+  // The most bytes matmul_rows takes from the thread's scratch_floats, for a matrix of any
+  // format whose rows have at most `cols` columns (the planner counts it for every thread).
+  size_t (*packed_scratch_bytes)(int cols);
   // Canonical 16-lane dot product.
   float (*dot)(const float* a, const float* b, int n);
   // out[c] = Σ_d W[d][c] · x[d] over d < W.rows, sequentially in d, for c < W.cols.
@@ -87,6 +90,8 @@ struct KernelTable {
 // 64-byte aligned, owned by the calling thread and reused by its next call (contents
 // unspecified; grows, never shrinks). One user per thread at a time.
 float* scratch_floats(size_t floats);
+// Bytes the calling thread's scratch holds now.
+size_t scratch_bytes();
 
 // The table for a level. REQUIRES: the CPU supports `level`.
 const KernelTable& kernel_table(SimdLevel level);

@@ -363,6 +363,7 @@ struct Avx2Lanes {
 const KernelTable& table() {
   static const KernelTable t{SimdLevel::kAvx2,
                              matmul_rows,
+                             packed_scratch_bytes,
                              dot,
                              generic_matvec_t,
                              generic_kda_head,

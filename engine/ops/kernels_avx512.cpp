@@ -375,6 +375,7 @@ struct Avx512Lanes {
 const KernelTable& table() {
   static const KernelTable t{SimdLevel::kAvx512,
                              matmul_rows,
+                             packed_scratch_bytes,
                              dot,
                              generic_matvec_t,
                              generic_kda_head,

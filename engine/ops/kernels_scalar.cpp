@@ -141,6 +141,7 @@ void matmul_rows(const MatRef& W, const float* X, int T, size_t xs, float* Y, si
 const KernelTable& table() {
   static const KernelTable t{SimdLevel::kScalar,
                              matmul_rows,
+                             packed_scratch_bytes,
                              generic_dot,
                              generic_matvec_t,
                              generic_kda_head,

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -148,6 +149,33 @@ TEST_CASE("threaded packed products give the reference bits with 1 and 2 threads
   }
   REQUIRE(force_simd_level(before).ok());
   omp_set_num_threads(threads_before);
+}
+
+TEST_CASE("a product's packed scratch stays within what the planner counts, on every level",
+          "[engine][ops][packed]") {
+  // Each product on a thread of its own (a fresh scratch): rows of 544 and 7168 columns, enough
+  // rows for whole panels (MXFP4's 128), and rows of 65536 columns, where one tile of rows is
+  // more than a dense panel's bytes.
+  Rng rng(53);
+  const int T = 40;
+  for (MatFormat f : {MatFormat::kF32, MatFormat::kBF16, MatFormat::kF16, MatFormat::kMxfp4})
+    for (auto [rows, cols] : {std::pair{130, 544}, std::pair{130, 7168}, std::pair{8, 65536}}) {
+      TestMatrix m = make_matrix(f, rows, cols, rng);
+      const std::vector<float> Xa =
+          arranged(f, random_vec(static_cast<size_t>(T) * cols, rng), T, cols, cols);
+      std::vector<float> y(static_cast<size_t>(T) * rows);
+      for (SimdLevel level : levels()) {
+        size_t used = 0;
+        std::thread([&] {
+          kernel_table(level).matmul_rows(m.ref, Xa.data(), T, cols, y.data(), rows, 0, rows);
+          used = scratch_bytes();
+        }).join();
+        INFO(mat_format_name(f) << " [" << rows << "][" << cols << "] level "
+                                << simd_level_name(level));
+        CHECK(used > 0);
+        CHECK(used <= kernel_table(level).packed_scratch_bytes(cols));
+      }
+    }
 }
 
 }  // namespace
