@@ -24,8 +24,9 @@ uint64_t kernel_scratch_bytes(const ModelConfig& c, int rows) {
   const size_t main = static_cast<size_t>(rows) * widest_matrix_input(c) + pad;
   const size_t per_thread = static_cast<size_t>(c.kv_lora_rank) + pad;
   const uint64_t threads = static_cast<uint64_t>(omp_get_max_threads());
-  const uint64_t packed =
-      ops::kernels().packed_scratch_bytes(static_cast<int>(widest_matrix_input(c)));
+  // MXFP4 matrices are routed experts': moe_inter rows (gate, up) or hidden rows (down).
+  const uint64_t packed = ops::kernels().packed_scratch_bytes(
+      static_cast<int>(widest_matrix_input(c)), std::max(c.moe_inter, c.hidden));
   return (main + threads * per_thread) * sizeof(float) + threads * packed;
 }
 

@@ -61,8 +61,9 @@ struct KernelTable {
   void (*matmul_rows)(const MatRef& W, const float* X, int T, size_t xs, float* Y, size_t ys,
                       int r0, int r1);
   // The most bytes matmul_rows takes from the thread's scratch_floats, for a matrix of any
-  // format whose rows have at most `cols` columns (the planner counts it for every thread).
-  size_t (*packed_scratch_bytes)(int cols);
+  // format with at most `cols` columns and, if MXFP4, `mxfp4_rows` rows (the planner counts
+  // it for every thread).
+  size_t (*packed_scratch_bytes)(int cols, int mxfp4_rows);
   // Canonical 16-lane dot product.
   float (*dot)(const float* a, const float* b, int n);
   // out[c] = Σ_d W[d][c] · x[d] over d < W.rows, sequentially in d, for c < W.cols.
