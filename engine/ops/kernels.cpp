@@ -61,7 +61,9 @@ float* scratch_floats(size_t floats) {
   return t_scratch.get();
 }
 
-size_t scratch_bytes() { return t_scratch_floats * sizeof(float); }
+size_t scratch_bytes() {
+  return t_scratch_floats * sizeof(float);
+}
 
 namespace {
 

@@ -159,8 +159,8 @@ TEST_CASE("a product's packed scratch stays within what the planner counts, on e
   Rng rng(53);
   const int T = 40;
   for (MatFormat f : {MatFormat::kF32, MatFormat::kBF16, MatFormat::kF16, MatFormat::kMxfp4})
-    for (const std::pair<int, int>& shape : {std::pair{130, 544}, std::pair{130, 7168},
-                                              std::pair{8, 65536}}) {
+    for (const std::pair<int, int>& shape :
+         {std::pair{130, 544}, std::pair{130, 7168}, std::pair{8, 65536}}) {
       const int rows = shape.first, cols = shape.second;  // (a lambda can't capture bindings)
       TestMatrix m = make_matrix(f, rows, cols, rng);
       const std::vector<float> Xa =
