@@ -298,7 +298,8 @@ void PassGroup::run_pass() {
     int64_t window_rows = 0;
     for (Member* m : prompts) {
       const int64_t n = static_cast<int64_t>(m->sweep.front().ids.size());
-      if (!joins_prompt_window(static_cast<int>(window.size()), window_rows, n, prompt_sweep_rows_)) break;
+      if (!joins_prompt_window(static_cast<int>(window.size()), window_rows, n, prompt_sweep_rows_))
+        break;
       window.push_back(m);
       window_rows += n;
     }
